@@ -1,0 +1,35 @@
+"""Mean cross-entropy of class scores against integer targets: ``F.cross_entropy(predictions, targets)``."""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from kernels.problems._draw import numel, rand
+
+KERNELBENCH_NAME = "95_CrossEntropyLoss"
+SHAPES = {"full": {"batch": 32768, "classes": 4096}, "smoke": {"batch": 33, "classes": 100}}
+H200_MS = {"eager": 0.411, "compile": 0.337, "floor": 0.129}
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(predictions, targets)
+
+
+def get_inputs(shape="full", device="cpu", generator=None):
+    s = SHAPES[shape]
+    predictions = rand(s["batch"], s["classes"], device=device, generator=generator)
+    targets = torch.randint(0, s["classes"], (s["batch"],), device=device, generator=generator)
+    return [predictions, targets]
+
+
+def get_init_inputs(shape="full"):
+    return []
+
+
+def floor_bytes(shape="full") -> int:
+    s = SHAPES[shape]
+    return numel(s["batch"], s["classes"]) * 4 + s["batch"] * 8 + 4

@@ -1,0 +1,33 @@
+"""Reverse cumulative sum along dim 1: ``torch.cumsum(x.flip(1), dim=1).flip(1)``."""
+
+import torch
+import torch.nn as nn
+
+from kernels.problems._draw import numel, rand
+
+KERNELBENCH_NAME = "91_cumsum_reverse"
+SHAPES = {"full": {"batch": 32768, "dim": 32768}, "smoke": {"batch": 5, "dim": 300}}
+H200_MS = {"eager": 10.156, "compile": 6.336, "floor": 2.058}
+
+
+class Model(nn.Module):
+    def __init__(self, dim: int = 1):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cumsum(x.flip(self.dim), dim=self.dim).flip(self.dim)
+
+
+def get_inputs(shape="full", device="cpu", generator=None):
+    s = SHAPES[shape]
+    return [rand(s["batch"], s["dim"], device=device, generator=generator)]
+
+
+def get_init_inputs(shape="full"):
+    return [1]
+
+
+def floor_bytes(shape="full") -> int:
+    s = SHAPES[shape]
+    return 2 * numel(s["batch"], s["dim"]) * 4

@@ -1,0 +1,36 @@
+"""Mean smooth-L1 (Huber, beta 1) loss: ``F.smooth_l1_loss(predictions, targets)``."""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from kernels.problems._draw import numel, rand, scale
+
+KERNELBENCH_NAME = "96_HuberLoss"
+SHAPES = {"full": {"batch": 32768, "dim": 32768}, "smoke": {"batch": 40, "dim": 70}}
+H200_MS = {"eager": 3.975, "compile": 1.940, "floor": 2.058}
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return F.smooth_l1_loss(predictions, targets)
+
+
+def get_inputs(shape="full", device="cpu", generator=None):
+    s = SHAPES[shape]
+    factor = scale(device=device, generator=generator)
+    predictions = rand(s["batch"], s["dim"], device=device, generator=generator) * factor
+    targets = rand(s["batch"], s["dim"], device=device, generator=generator)
+    return [predictions, targets]
+
+
+def get_init_inputs(shape="full"):
+    return []
+
+
+def floor_bytes(shape="full") -> int:
+    s = SHAPES[shape]
+    return 2 * numel(s["batch"], s["dim"]) * 4 + 4

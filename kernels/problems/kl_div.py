@@ -1,0 +1,36 @@
+"""KL divergence, batch mean: ``F.kl_div(torch.log(predictions), targets, reduction="batchmean")``."""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from kernels.problems._draw import numel, rand, scale
+
+KERNELBENCH_NAME = "98_KLDivLoss"
+SHAPES = {"full": {"batch": 16384, "dim": 16384}, "smoke": {"batch": 16, "dim": 130}}
+H200_MS = {"eager": 2.745, "compile": 0.719, "floor": 0.514}
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return F.kl_div(torch.log(predictions), targets, reduction="batchmean")
+
+
+def get_inputs(shape="full", device="cpu", generator=None):
+    s = SHAPES[shape]
+    factor = scale(device=device, generator=generator)
+    predictions = (rand(s["batch"], s["dim"], device=device, generator=generator) * factor).softmax(dim=-1)
+    targets = rand(s["batch"], s["dim"], device=device, generator=generator).softmax(dim=-1)
+    return [predictions, targets]
+
+
+def get_init_inputs(shape="full"):
+    return []
+
+
+def floor_bytes(shape="full") -> int:
+    s = SHAPES[shape]
+    return 2 * numel(s["batch"], s["dim"]) * 4 + 4

@@ -1,0 +1,33 @@
+"""Log-softmax over dim 1: ``torch.log_softmax(x, dim=1)``."""
+
+import torch
+import torch.nn as nn
+
+from kernels.problems._draw import numel, rand
+
+KERNELBENCH_NAME = "24_LogSoftmax"
+SHAPES = {"full": {"batch": 4096, "dim": 393216}, "smoke": {"batch": 5, "dim": 1000}}
+H200_MS = {"eager": 6.217, "compile": 4.899, "floor": 3.086}
+
+
+class Model(nn.Module):
+    def __init__(self, dim: int = 1):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.log_softmax(x, dim=self.dim)
+
+
+def get_inputs(shape="full", device="cpu", generator=None):
+    s = SHAPES[shape]
+    return [rand(s["batch"], s["dim"], device=device, generator=generator)]
+
+
+def get_init_inputs(shape="full"):
+    return [1]
+
+
+def floor_bytes(shape="full") -> int:
+    s = SHAPES[shape]
+    return 2 * numel(s["batch"], s["dim"]) * 4

@@ -1,0 +1,32 @@
+"""Square matrix multiplication: ``torch.matmul(A, B)``."""
+
+import torch
+import torch.nn as nn
+
+from kernels.problems._draw import rand
+
+KERNELBENCH_NAME = "1_Square_matrix_multiplication_"
+SHAPES = {"full": {"N": 4096}, "smoke": {"N": 67}}
+H200_MS = {"eager": 2.703, "compile": 2.766, "floor": 1.008}
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
+        return torch.matmul(A, B)
+
+
+def get_inputs(shape="full", device="cpu", generator=None):
+    n = SHAPES[shape]["N"]
+    return [rand(n, n, device=device, generator=generator), rand(n, n, device=device, generator=generator)]
+
+
+def get_init_inputs(shape="full"):
+    return []
+
+
+def floor_bytes(shape="full") -> int:
+    n = SHAPES[shape]["N"]
+    return 3 * n * n * 4

@@ -1,0 +1,34 @@
+"""minGPT's tanh GELU: ``0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*x**3)))``."""
+
+import math
+
+import torch
+import torch.nn as nn
+
+from kernels.problems._draw import numel, rand
+
+KERNELBENCH_NAME = "88_MinGPTNewGelu"
+SHAPES = {"full": {"batch": 8192, "dim": 8192}, "smoke": {"batch": 37, "dim": 129}}
+H200_MS = {"eager": 1.191, "compile": 0.133, "floor": 0.129}
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+
+
+def get_inputs(shape="full", device="cpu", generator=None):
+    s = SHAPES[shape]
+    return [rand(s["batch"], s["dim"], device=device, generator=generator)]
+
+
+def get_init_inputs(shape="full"):
+    return []
+
+
+def floor_bytes(shape="full") -> int:
+    s = SHAPES[shape]
+    return 2 * numel(s["batch"], s["dim"]) * 4

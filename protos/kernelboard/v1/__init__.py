@@ -1,0 +1,1 @@
+"""Generated protobuf and gRPC code of kernelboard.v1 (``make proto``); the .proto files beside it are the source."""
