@@ -29,7 +29,7 @@ CANARIES = {
     "cumsum_reverse": CanarySpec(0, 1000.0, 1 / 65536),
     "cross_entropy": CanarySpec(0, 100.0, 1 / 65536),
     "huber_loss": CanarySpec(0, 1000.0, 1 / 1024),
-    "kl_div": CanarySpec(1, 0.1, 1 / 1024),
+    "kl_div": CanarySpec(1, 0.5, 1 / 1024),
     "triplet_margin_loss": CanarySpec(1, 100.0, 1 / 8192),
     "hinge_loss": CanarySpec(0, 1000.0, 1 / 1024),
 }

@@ -124,6 +124,8 @@ class CpuKit:
 
     def __init__(self, device: torch.device):
         self.device = device
+        # One intra-op thread: on a shared 2-core CI machine, spinning thread pools make host timings 10x noisier.
+        torch.set_num_threads(1)
 
     def sync(self):
         pass
