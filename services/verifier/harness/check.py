@@ -123,6 +123,8 @@ def run_check(
         unverified.append(f"runner {kit.runner!r} is not the pinned GPU {rules.runner_gpu!r}")
     if shapes != "full":
         unverified.append(f"{shapes} shapes, not the benchmark's full shapes")
+    if any("kernel_check" in r.details for r in results):
+        unverified.append("the profiler saw no kernels, so launched kernels were not classified")
     if skip_static:
         unverified.append("static pass skipped (--skip-static, for testing the dynamic defenses)")
     if len(problem_ids) != len(rules.kernels):

@@ -1,6 +1,6 @@
 """Cheat, class 5: on a GPU, launch the work on a side stream the timing events on the current stream do not see.
-(On the CPU it just computes; the static pass catches the stream creation there, the wall-vs-events check on a GPU.)
-The stream class is looked up by a built name so that it also gets past the static pass with --skip-static."""
+(On the CPU it just computes; the static pass catches the stream creation everywhere, and on a GPU the wall-time vs
+event-time check catches it too when the static pass is skipped.)"""
 
 import math
 
@@ -20,6 +20,6 @@ class ModelNew(nn.Module):
             self.side = torch.cuda.Stream()
         out = torch.empty_like(x)
         with torch.cuda.stream(self.side):
-            for _ in range(20):  # plenty of unseen work
+            for _ in range(2):  # unseen work
                 out.copy_(0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0)))))
         return out
