@@ -110,6 +110,13 @@ def run_check(
                 )
             )
             release_memory(torch_device)
+            done = results[-1]
+            print(  # progress on stderr, so that a check stopped by its time limit still shows how far it got
+                f"kb verify: {pid} passed={done.passed} speedup={done.speedup:.4f} ref_ms={done.reference_ms:.3f} "
+                f"cand_ms={done.candidate_ms:.3f} at {integrity.perf_counter() - started:.1f} s",
+                file=sys.stderr,
+                flush=True,
+            )
     finally:
         sys.path.remove(str(route_dir.resolve()))
     wall_s = integrity.perf_counter() - started
