@@ -29,12 +29,12 @@ step() {  # step NAME LIMIT_S COMMAND...: run, log, and record its exit code and
 
 for i in 1 2; do
     echo "== reference run $i" >>"$log"
-    step "reference_$i" 110 python3 -m services.verifier.harness tests/harness/routes/reference \
+    step "reference_$i" 100 python3 -m services.verifier.harness tests/harness/routes/reference \
         --metrics "$OUT/reference_$i.json" --shapes "$SHAPES"
 done
 echo "== honest Triton route" >>"$log"
-step honest 50 python3 -m services.verifier.harness tests/harness/routes/honest \
+step honest 45 python3 -m services.verifier.harness tests/harness/routes/honest \
     --metrics "$OUT/honest.json" --shapes "$SHAPES" --only new_gelu hinge_loss
 echo "== cheats, static pass skipped" >>"$log"
-step cheats 90 python3 -m bench.harness.run_cheats "$OUT/cheats.json" --shapes "$SHAPES"
+step cheats 80 python3 -m bench.harness.run_cheats "$OUT/cheats.json" --shapes "$SHAPES"
 python3 bench/harness/summarize.py "$OUT" | tee "$OUT/summary.md"
