@@ -32,8 +32,9 @@ async def log(database_url):
     await event_log.close()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 async def settings(database_url):
+    """Settings naming this test's own JetStream stream and subject prefix (deleted afterwards)."""
     from services.common import bus
 
     tag = secrets.token_hex(4)
@@ -49,3 +50,12 @@ async def settings(database_url):
         await bus.delete_stream(nc.jetstream(), test_settings)
     finally:
         await nc.close()
+
+
+@pytest.fixture
+async def js(settings):
+    from services.common import bus
+
+    nc = await bus.connect(settings)
+    yield nc.jetstream()
+    await nc.close()
