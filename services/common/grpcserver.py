@@ -80,9 +80,7 @@ def final_code(context: grpc.aio.ServicerContext, error: BaseException | None) -
     # GeneratorExit: a streaming call abandoned by its client, its generator closed later.
     if isinstance(error, asyncio.CancelledError | GeneratorExit):
         return grpc.StatusCode.CANCELLED
-    code = context.code()
-    if code is not None and not isinstance(code, grpc.StatusCode):
-        code = next((c for c in grpc.StatusCode if c.value[0] == code), grpc.StatusCode.UNKNOWN)
+    code = context.code()  # set by abort() or set_code(); None when the handler just returned
     if error is not None and not isinstance(error, grpc.aio.AbortError):
         return code if code not in (None, grpc.StatusCode.OK) else grpc.StatusCode.UNKNOWN
     return code or grpc.StatusCode.OK

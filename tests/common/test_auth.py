@@ -10,6 +10,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from kernelboard.v1 import board_pb2, board_pb2_grpc, scheduler_pb2, scheduler_pb2_grpc
+from prometheus_client import REGISTRY
 
 from services.common import auth
 from services.common.auth import AGENT, MAINTAINER, MEMBER, PERSON, SERVICE, SIGNED_IN, AuthError
@@ -201,9 +202,12 @@ async def test_health_and_reflection_stay_open(channel):
 
 
 async def test_protected_call_without_token(channel):
+    labels = {"service": BOARD, "method": "GetBoard", "code": "UNAUTHENTICATED"}
+    before = REGISTRY.get_sample_value("kb_grpc_requests_total", labels) or 0
     error = await refused(get_board(channel))
     assert error.code() == grpc.StatusCode.UNAUTHENTICATED
     assert error.details().startswith("missing authorization metadata")
+    assert REGISTRY.get_sample_value("kb_grpc_requests_total", labels) == before + 1
 
 
 async def test_protected_call_with_malformed_header_or_token(channel):
