@@ -166,16 +166,18 @@ async def start_server(
 
         chain.append(AuthInterceptor(pool, open_methods=DEFAULT_OPEN_METHODS if open_methods is None else open_methods))
     chain.extend(interceptors)
-    server = grpc.aio.server(interceptors=chain)
+    # No SO_REUSEPORT: a second copy of a service on the same port must fail, not silently share its traffic.
+    server = grpc.aio.server(interceptors=chain, options=[("grpc.so_reuseport", 0)])
     names = list(add_servicers(server))
     health = health_aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
     for name in ["", *names]:
         await health.set(name, health_pb2.HealthCheckResponse.SERVING)
     reflection.enable_server_reflection([*names, HEALTH_SERVICE, reflection.SERVICE_NAME], server)
-    bound = server.add_insecure_port(f"{host}:{port}")
-    if bound == 0:
-        raise OSError(f"{service}: could not bind gRPC port {host}:{port}")
+    try:
+        bound = server.add_insecure_port(f"{host}:{port}")
+    except RuntimeError as err:
+        raise OSError(f"{service}: cannot listen for gRPC on {host}:{port} (in use?): {err}") from None
     await server.start()
     log.info("grpc server started", grpc_service=service, port=bound, services=names, auth=pool is not None)
     return StartedServer(server, bound, health, names)
@@ -203,7 +205,10 @@ async def serve(
     open_methods: set[str] | None = None,
 ) -> None:
     """Run a service until SIGTERM or SIGINT, then shut down gracefully (see the module doc)."""
-    bound_metrics = metrics.start_metrics_server(metrics_port)
+    try:
+        bound_metrics = metrics.start_metrics_server(metrics_port)
+    except OSError as err:
+        raise OSError(f"{service}: cannot serve /metrics on port {metrics_port}: {err}") from None
     started = await start_server(
         service, add_servicers, port=port, host=host, pool=pool, interceptors=interceptors, open_methods=open_methods
     )

@@ -132,3 +132,8 @@ async def test_stop_goes_not_serving_first_then_lets_running_calls_finish():
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await board_pb2_grpc.BoardStub(channel).GetBoard(board_pb2.GetBoardRequest(version=1), timeout=1)
         assert caught.value.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+
+
+async def test_port_in_use_is_a_clear_error(server):
+    with pytest.raises(OSError, match=rf"second: cannot listen for gRPC on 127.0.0.1:{server.port} \(in use\?\)"):
+        await start_server("second", add_all, port=server.port)
