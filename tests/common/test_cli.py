@@ -39,7 +39,8 @@ def admin(database):
 
 async def test_migrate_then_up_to_date(admin):
     rc, out, _ = await admin("migrate")
-    assert rc == 0 and out.startswith("applied migrations 0001, 0002")
+    applied = out.strip().removeprefix("applied migrations ").split(", ")
+    assert rc == 0 and applied[0] == "0001" and "0020" in applied
     rc, out, _ = await admin("migrate")
     assert (rc, out.strip()) == (0, "migrations up to date")
 
