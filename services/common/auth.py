@@ -228,8 +228,7 @@ def acting_as(principal: Principal):
     caller's behalf)."""
     token = _principal.set(principal)
     try:
-        with bind_ids(principal=principal.name):
-            yield principal
+        yield principal
     finally:
         with contextlib.suppress(ValueError):  # exited from another context: an abandoned stream's generator
             _principal.reset(token)
@@ -269,6 +268,9 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
                 principal = await authenticate(self._pool, bearer_token(metadata))
             except AuthError as err:
                 await context.abort(grpc.StatusCode.UNAUTHENTICATED, str(err))
+            # Bound for the rest of the call's own task (grpc.aio runs each call in one), not just this block, so
+            # the access log line written after the handler names the caller too.
+            bind_ids(principal=principal.name)
             with acting_as(principal):
                 yield
 
