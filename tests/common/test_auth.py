@@ -281,3 +281,17 @@ async def test_principal_does_not_leak_between_concurrent_calls(channel, people)
     keys = ["member", "agent", "outsider", "maintainer"] * 10
     replies = await asyncio.gather(*(get_board(channel, bearer(tokens[key])) for key in keys))
     assert [reply.status.split("|")[0] for reply in replies] == [names[key] for key in keys]
+
+
+async def test_open_methods_add_to_health_and_reflection(event_log, people):
+    names, tokens = people
+    started = await start_server("test-open", add_all, port=0, pool=event_log.pool, open_methods={f"/{BOARD}/GetBoard"})
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{started.port}") as channel:
+            assert (await get_board(channel)).status == "open"
+            health = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest())
+            assert health.status == health_pb2.HealthCheckResponse.SERVING
+            error = await refused(board_pb2_grpc.BoardStub(channel).ListBoards(board_pb2.ListBoardsRequest()))
+            assert error.code() == grpc.StatusCode.UNAUTHENTICATED
+    finally:
+        await started.stop(0)
