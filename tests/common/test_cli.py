@@ -40,7 +40,7 @@ def admin(database):
 async def test_migrate_then_up_to_date(admin):
     rc, out, _ = await admin("migrate")
     applied = out.strip().removeprefix("applied migrations ").split(", ")
-    assert rc == 0 and applied[0] == "0001" and "0020" in applied
+    assert rc == 0 and applied[:2] == ["0001", "0002"]
     rc, out, _ = await admin("migrate")
     assert (rc, out.strip()) == (0, "migrations up to date")
 
