@@ -180,6 +180,33 @@ async def revoke_token(conn, token_or_hash: str) -> None:
         raise AuthError("unknown token: nothing revoked")
 
 
+@dataclass(frozen=True)
+class TokenInfo:
+    token_hash: str  # not a secret: it cannot sign in, and it is what `kb admin token revoke` takes
+    principal: str
+    created_at: datetime
+    expires_at: datetime | None
+    revoked_at: datetime | None
+
+    @property
+    def state(self) -> str:
+        if self.revoked_at is not None:
+            return "revoked"
+        if self.expires_at is not None and self.expires_at <= datetime.now(UTC):
+            return "expired"
+        return "live"
+
+
+async def list_tokens(conn, principal_name: str) -> list[TokenInfo]:
+    """The principal's tokens, newest first, so an operator can revoke one whose plain text is lost."""
+    rows = await conn.fetch(
+        "SELECT token_hash, principal, created_at, expires_at, revoked_at FROM api_tokens WHERE principal = $1"
+        " ORDER BY created_at DESC",
+        principal_name,
+    )
+    return [TokenInfo(**row) for row in rows]
+
+
 async def authenticate(pool, token: str) -> Principal:
     """The principal a token signs in, or AuthError saying why not (malformed, unknown, expired, revoked)."""
     if not _TOKEN_RE.match(token):

@@ -295,3 +295,19 @@ async def test_open_methods_add_to_health_and_reflection(event_log, people):
             assert error.code() == grpc.StatusCode.UNAUTHENTICATED
     finally:
         await started.stop(0)
+
+
+async def test_list_tokens_shows_each_state_newest_first(event_log):
+    name = unique("tess")
+    await register(event_log, name)
+    live = await token_for(event_log, name)
+    expired = await token_for(event_log, name, ttl=timedelta(microseconds=1))
+    revoked = await token_for(event_log, name)
+    async with event_log.pool.acquire() as conn:
+        await auth.revoke_token(conn, revoked)
+        listed = await auth.list_tokens(conn, name)
+    assert [(token.token_hash, token.state) for token in listed] == [
+        (auth.hash_token(revoked), "revoked"),
+        (auth.hash_token(expired), "expired"),
+        (auth.hash_token(live), "live"),
+    ]
