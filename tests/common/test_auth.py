@@ -233,8 +233,10 @@ async def test_protected_call_with_unknown_expired_or_revoked_token(channel, eve
     assert (await get_board(channel, bearer(revoked))).status.startswith(names["member"])
     async with event_log.pool.acquire() as conn:
         await auth.revoke_token(conn, revoked)
+    refused_before = REGISTRY.get_sample_value("kb_auth_refused_total", {"reason": "revoked"}) or 0
     error = await refused(get_board(channel, bearer(revoked)))
     assert error.code() == grpc.StatusCode.UNAUTHENTICATED and error.details().startswith("token revoked at ")
+    assert REGISTRY.get_sample_value("kb_auth_refused_total", {"reason": "revoked"}) == refused_before + 1
 
 
 async def test_handler_sees_the_signed_in_principal(channel, people):
