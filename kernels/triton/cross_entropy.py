@@ -17,9 +17,10 @@ _IGNORE_INDEX = -100
 
 VARIANTS = {
     "default": {"BLOCK_R": 2, "BLOCK_C": 4096, "num_warps": 8},
-    "r4_c4096_w8": {"BLOCK_R": 4, "BLOCK_C": 4096, "num_warps": 8},
-    "r1_c4096_w4": {"BLOCK_R": 1, "BLOCK_C": 4096, "num_warps": 4},
-    "r2_c2048_w8": {"BLOCK_R": 2, "BLOCK_C": 2048, "num_warps": 8},
+    "r1_c4096_w8": {"BLOCK_R": 1, "BLOCK_C": 4096, "num_warps": 8},
+    "r2_c4096_w4": {"BLOCK_R": 2, "BLOCK_C": 4096, "num_warps": 4},
+    "r4_c4096_w16": {"BLOCK_R": 4, "BLOCK_C": 4096, "num_warps": 16},
+    "r1_c2048_w4": {"BLOCK_R": 1, "BLOCK_C": 2048, "num_warps": 4},
     "interpret": {"BLOCK_R": 4, "BLOCK_C": 32, "num_warps": 4},
 }
 

@@ -15,11 +15,12 @@ import triton.language as tl
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 VARIANTS = {
-    "default": {"BLOCK": 4096, "num_warps": 8},
-    "b2048_w4": {"BLOCK": 2048, "num_warps": 4},
-    "b8192_w8": {"BLOCK": 8192, "num_warps": 8},
+    "default": {"BLOCK": 2048, "num_warps": 4},
+    "b1024_w4": {"BLOCK": 1024, "num_warps": 4},
+    "b1024_w2": {"BLOCK": 1024, "num_warps": 2},
+    "b2048_w2": {"BLOCK": 2048, "num_warps": 2},
+    "b2048_w8": {"BLOCK": 2048, "num_warps": 8},
     "b4096_w4": {"BLOCK": 4096, "num_warps": 4},
-    "b8192_w16": {"BLOCK": 8192, "num_warps": 16},
     "interpret": {"BLOCK": 64, "num_warps": 4},
 }
 

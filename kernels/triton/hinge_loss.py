@@ -14,10 +14,11 @@ import triton.language as tl
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 VARIANTS = {
-    "default": {"BLOCK_R": 8, "BLOCK_C": 1024, "num_warps": 8},
-    "r4_c2048_w8": {"BLOCK_R": 4, "BLOCK_C": 2048, "num_warps": 8},
-    "r16_c512_w8": {"BLOCK_R": 16, "BLOCK_C": 512, "num_warps": 8},
-    "r8_c1024_w4": {"BLOCK_R": 8, "BLOCK_C": 1024, "num_warps": 4},
+    "default": {"BLOCK_R": 4, "BLOCK_C": 2048, "num_warps": 8},
+    "r2_c4096_w8": {"BLOCK_R": 2, "BLOCK_C": 4096, "num_warps": 8},
+    "r4_c2048_w4": {"BLOCK_R": 4, "BLOCK_C": 2048, "num_warps": 4},
+    "r8_c2048_w8": {"BLOCK_R": 8, "BLOCK_C": 2048, "num_warps": 8},
+    "r2_c2048_w4": {"BLOCK_R": 2, "BLOCK_C": 2048, "num_warps": 4},
     "interpret": {"BLOCK_R": 4, "BLOCK_C": 32, "num_warps": 4},
 }
 

@@ -16,9 +16,10 @@ _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 VARIANTS = {
     "default": {"BLOCK": 4096, "num_warps": 8, "programs_per_sm": 4},
+    "b4096_w8_p8": {"BLOCK": 4096, "num_warps": 8, "programs_per_sm": 8},
+    "b4096_w8_p2": {"BLOCK": 4096, "num_warps": 8, "programs_per_sm": 2},
     "b2048_w8_p8": {"BLOCK": 2048, "num_warps": 8, "programs_per_sm": 8},
-    "b8192_w8_p2": {"BLOCK": 8192, "num_warps": 8, "programs_per_sm": 2},
-    "b4096_w4_p8": {"BLOCK": 4096, "num_warps": 4, "programs_per_sm": 8},
+    "b8192_w16_p2": {"BLOCK": 8192, "num_warps": 16, "programs_per_sm": 2},
     "interpret": {"BLOCK": 128, "num_warps": 4, "programs_per_sm": 1},
 }
 

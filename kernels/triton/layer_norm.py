@@ -5,7 +5,8 @@ A row here is 4M floats (16 MB), far more than one program can hold, so each row
    the tile's own mean and merged with Chan's formula, so no catastrophic cancellation of E[x^2] - E[x]^2);
 2. ``_normalize``: each program merges its row's chunk moments into the row mean and variance, then writes
    (x - mean) * rstd * weight + bias for its chunk. It walks the chunks in the reverse order of step 1 so its first
-   reads find the last chunks of step 1 still in L2.
+   reads find the last chunks of step 1 still in L2, and both walk chunk-major (all rows of chunk 0, then chunk 1,
+   ...) so that each weight and bias chunk comes from HBM once and from L2 for the other rows.
 """
 
 import os
@@ -18,19 +19,21 @@ import triton.language as tl
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 VARIANTS = {
-    "default": {"CHUNK": 32768, "BLOCK": 4096, "num_warps": 8},
-    "c16384_b4096_w8": {"CHUNK": 16384, "BLOCK": 4096, "num_warps": 8},
-    "c65536_b4096_w8": {"CHUNK": 65536, "BLOCK": 4096, "num_warps": 8},
-    "c32768_b2048_w4": {"CHUNK": 32768, "BLOCK": 2048, "num_warps": 4},
+    "default": {"CHUNK": 32768, "BLOCK": 2048, "num_warps": 4},
+    "c32768_b4096_w8": {"CHUNK": 32768, "BLOCK": 4096, "num_warps": 8},
+    "c65536_b2048_w4": {"CHUNK": 65536, "BLOCK": 2048, "num_warps": 4},
+    "c16384_b2048_w4": {"CHUNK": 16384, "BLOCK": 2048, "num_warps": 4},
+    "c8192_b2048_w4": {"CHUNK": 8192, "BLOCK": 2048, "num_warps": 4},
     "interpret": {"CHUNK": 256, "BLOCK": 64, "num_warps": 4},
 }
 
 
 @triton.jit
-def _chunk_moments(x_ptr, mean_ptr, m2_ptr, cols, num_chunks, CHUNK: tl.constexpr, BLOCK: tl.constexpr):
-    pid = tl.program_id(0)
-    row = pid // num_chunks
-    chunk_start = (pid % num_chunks) * CHUNK
+def _chunk_moments(x_ptr, mean_ptr, m2_ptr, rows, cols, num_chunks, CHUNK: tl.constexpr, BLOCK: tl.constexpr):
+    # chunk-major order, as in _normalize
+    chunk = tl.program_id(0) // rows
+    row = tl.program_id(0) % rows
+    chunk_start = chunk * CHUNK
     row_start = row.to(tl.int64) * cols
     count = 0.0
     mean = 0.0
@@ -49,18 +52,21 @@ def _chunk_moments(x_ptr, mean_ptr, m2_ptr, cols, num_chunks, CHUNK: tl.constexp
             mean = mean + delta * (n_tile / total)
             m2 = m2 + tile_m2 + delta * delta * (count * n_tile / total)
             count = total
-    tl.store(mean_ptr + pid, mean)
-    tl.store(m2_ptr + pid, m2)
+    tl.store(mean_ptr + row * num_chunks + chunk, mean)
+    tl.store(m2_ptr + row * num_chunks + chunk, m2)
 
 
 @triton.jit
 def _normalize(
-    x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, m2_ptr, cols, num_chunks, eps,
+    x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, m2_ptr, rows, cols, num_chunks, eps,
     CHUNK: tl.constexpr, BLOCK: tl.constexpr, BLOCK_P: tl.constexpr,
 ):  # fmt: skip
+    # chunk-major order: the rows' programs for one chunk run together and share its weight and bias through L2;
+    # reversed relative to _chunk_moments, so the first chunks read here are the last ones it read
     pid = tl.num_programs(0) - 1 - tl.program_id(0)
-    row = pid // num_chunks
-    chunk_start = (pid % num_chunks) * CHUNK
+    chunk = pid // rows
+    row = pid % rows
+    chunk_start = chunk * CHUNK
     # merge the row's chunk moments: every chunk but the last holds CHUNK elements
     i = tl.arange(0, BLOCK_P)
     i_mask = i < num_chunks
@@ -96,9 +102,9 @@ def layer_norm(
     means = torch.empty(rows * chunks, device=x.device, dtype=torch.float32)
     m2s = torch.empty(rows * chunks, device=x.device, dtype=torch.float32)
     grid = (rows * chunks,)
-    _chunk_moments[grid](x, means, m2s, cols, chunks, CHUNK=chunk, BLOCK=cfg["BLOCK"], num_warps=cfg["num_warps"])
+    _chunk_moments[grid](x, means, m2s, rows, cols, chunks, CHUNK=chunk, BLOCK=cfg["BLOCK"], num_warps=cfg["num_warps"])
     _normalize[grid](
-        x, w, b, y, means, m2s, cols, chunks, eps,
+        x, w, b, y, means, m2s, rows, cols, chunks, eps,
         CHUNK=chunk, BLOCK=cfg["BLOCK"], BLOCK_P=triton.next_power_of_2(chunks), num_warps=cfg["num_warps"],
     )  # fmt: skip
     return y

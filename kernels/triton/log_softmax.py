@@ -22,10 +22,14 @@ import triton.language as tl
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 VARIANTS = {
-    "default": {"mode": "coop", "chunks": 12, "programs_per_sm": 2, "BLOCK": 4096, "num_warps": 8},
-    "coop_c12_p1": {"mode": "coop", "chunks": 12, "programs_per_sm": 1, "BLOCK": 4096, "num_warps": 16},
-    "coop_c24_p2": {"mode": "coop", "chunks": 24, "programs_per_sm": 2, "BLOCK": 4096, "num_warps": 8},
-    "coop_c12_p4": {"mode": "coop", "chunks": 12, "programs_per_sm": 4, "BLOCK": 2048, "num_warps": 4},
+    # coop: chunks per row x programs per SM set the rows in flight (SMs x programs_per_sm / chunks); their input
+    # and output must stay within L2 (60 MB) for the second read to hit it
+    "default": {"mode": "coop", "chunks": 48, "programs_per_sm": 4, "BLOCK": 4096, "num_warps": 8},
+    "coop_c24_p2_b8192": {"mode": "coop", "chunks": 24, "programs_per_sm": 2, "BLOCK": 8192, "num_warps": 8},
+    "coop_c96_p4_b4096": {"mode": "coop", "chunks": 96, "programs_per_sm": 4, "BLOCK": 4096, "num_warps": 8},
+    "coop_c32_p4_b4096": {"mode": "coop", "chunks": 32, "programs_per_sm": 4, "BLOCK": 4096, "num_warps": 8},
+    "coop_c48_p4_b8192": {"mode": "coop", "chunks": 48, "programs_per_sm": 4, "BLOCK": 8192, "num_warps": 8},
+    "coop_c12_p4_b2048": {"mode": "coop", "chunks": 12, "programs_per_sm": 4, "BLOCK": 2048, "num_warps": 4},
     "split_c48": {"mode": "split", "chunks": 48, "BLOCK": 4096, "num_warps": 8},
     "interpret": {"mode": "split", "chunks": 3, "BLOCK": 64, "num_warps": 4},
     "interpret_coop": {"mode": "coop", "chunks": 1, "programs_per_sm": 2, "BLOCK": 64, "num_warps": 4},
@@ -34,21 +38,20 @@ VARIANTS = {
 
 @triton.jit
 def _chunk_stats(x_ptr, row_start, chunk_start, chunk_len, cols, BLOCK: tl.constexpr):
-    """(max, sum of exp(x - max)) over x[row_start + chunk_start : ... + chunk_len], clipped at cols."""
-    run_max = tl.full([BLOCK], float("-inf"), dtype=tl.float32)
-    run_sum = tl.zeros([BLOCK], dtype=tl.float32)
+    """(max, sum of exp(x - max)) over x[row_start + chunk_start : ... + chunk_len], clipped at cols; one exp per
+    element: the running sum is rescaled once per tile, not per element."""
+    m = tl.full([], float("-inf"), dtype=tl.float32)
+    s = tl.zeros([], dtype=tl.float32)
     for off in range(0, chunk_len, BLOCK):
         c = chunk_start + off + tl.arange(0, BLOCK)
         x = tl.load(
             x_ptr + row_start + c, mask=(c < cols) & (off + tl.arange(0, BLOCK) < chunk_len), other=float("-inf")
         )
-        new_max = tl.maximum(run_max, x)
-        safe_max = tl.where(new_max == float("-inf"), 0.0, new_max)
-        run_sum = run_sum * tl.exp(run_max - safe_max) + tl.exp(x - safe_max)
-        run_max = new_max
-    m = tl.max(run_max, axis=0)
-    safe_m = tl.where(m == float("-inf"), 0.0, m)
-    return m, tl.sum(run_sum * tl.exp(run_max - safe_m), axis=0)
+        new_m = tl.maximum(m, tl.max(x, axis=0))
+        safe_m = tl.where(new_m == float("-inf"), 0.0, new_m)  # a chunk of only -inf keeps finite arithmetic
+        s = s * tl.exp(m - safe_m) + tl.sum(tl.exp(x - safe_m), axis=0)
+        m = new_m
+    return m, s
 
 
 @triton.jit

@@ -16,10 +16,11 @@ import triton.language as tl
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 VARIANTS = {
-    "default": {"BLOCK_S": 128, "MAX_BLOCK_F": 64, "num_warps": 8},
-    "s64_w4": {"BLOCK_S": 64, "MAX_BLOCK_F": 64, "num_warps": 4},
-    "s256_w8": {"BLOCK_S": 256, "MAX_BLOCK_F": 64, "num_warps": 8},
-    "s128_w4": {"BLOCK_S": 128, "MAX_BLOCK_F": 64, "num_warps": 4},
+    "default": {"BLOCK_S": 256, "MAX_BLOCK_F": 64, "num_warps": 8},
+    "s512_w8": {"BLOCK_S": 512, "MAX_BLOCK_F": 64, "num_warps": 8},
+    "s512_w16": {"BLOCK_S": 512, "MAX_BLOCK_F": 64, "num_warps": 16},
+    "s256_w16": {"BLOCK_S": 256, "MAX_BLOCK_F": 64, "num_warps": 16},
+    "s128_w8": {"BLOCK_S": 128, "MAX_BLOCK_F": 64, "num_warps": 8},
     "interpret": {"BLOCK_S": 16, "MAX_BLOCK_F": 8, "num_warps": 4},
 }
 

@@ -16,11 +16,13 @@ import triton.language as tl
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 VARIANTS = {
-    "default": {"BLOCK_R": 16, "BLOCK_C": 256, "num_warps": 8},
-    "r32_c128_w8": {"BLOCK_R": 32, "BLOCK_C": 128, "num_warps": 8},
-    "r8_c512_w8": {"BLOCK_R": 8, "BLOCK_C": 512, "num_warps": 8},
-    "r16_c256_w4": {"BLOCK_R": 16, "BLOCK_C": 256, "num_warps": 4},
-    "r32_c256_w8": {"BLOCK_R": 32, "BLOCK_C": 256, "num_warps": 8},
+    "default": {"BLOCK_R": 32, "BLOCK_C": 128, "num_warps": 8},
+    "r64_c64_w4": {"BLOCK_R": 64, "BLOCK_C": 64, "num_warps": 4},
+    "r32_c64_w4": {"BLOCK_R": 32, "BLOCK_C": 64, "num_warps": 4},
+    "r64_c128_w8": {"BLOCK_R": 64, "BLOCK_C": 128, "num_warps": 8},
+    "r128_c32_w4": {"BLOCK_R": 128, "BLOCK_C": 32, "num_warps": 4},
+    "r32_c128_w4": {"BLOCK_R": 32, "BLOCK_C": 128, "num_warps": 4},
+    "r16_c128_w4": {"BLOCK_R": 16, "BLOCK_C": 128, "num_warps": 4},
     "interpret": {"BLOCK_R": 8, "BLOCK_C": 16, "num_warps": 4},
 }
 

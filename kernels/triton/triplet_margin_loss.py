@@ -13,10 +13,11 @@ _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 _PAIRWISE_EPS = 1e-6
 
 VARIANTS = {
-    "default": {"BLOCK_R": 4, "BLOCK_C": 1024, "num_warps": 8},
-    "r2_c2048_w8": {"BLOCK_R": 2, "BLOCK_C": 2048, "num_warps": 8},
-    "r8_c512_w8": {"BLOCK_R": 8, "BLOCK_C": 512, "num_warps": 8},
-    "r4_c1024_w4": {"BLOCK_R": 4, "BLOCK_C": 1024, "num_warps": 4},
+    "default": {"BLOCK_R": 4, "BLOCK_C": 1024, "num_warps": 4},
+    "r2_c1024_w4": {"BLOCK_R": 2, "BLOCK_C": 1024, "num_warps": 4},
+    "r4_c2048_w8": {"BLOCK_R": 4, "BLOCK_C": 2048, "num_warps": 8},
+    "r2_c2048_w4": {"BLOCK_R": 2, "BLOCK_C": 2048, "num_warps": 4},
+    "r1_c2048_w4": {"BLOCK_R": 1, "BLOCK_C": 2048, "num_warps": 4},
     "interpret": {"BLOCK_R": 4, "BLOCK_C": 32, "num_warps": 4},
 }
 
