@@ -286,11 +286,9 @@ def copy_bandwidth(device) -> float:
     import torch
 
     n = (1 << 30) if device.type == "cuda" else (1 << 20)
-    src = torch.empty(n, dtype=torch.float32, device=device).uniform_()
-    dst = torch.empty_like(src)
-    timer = Timer(device)
-    ms, _ = timer.median_ms(lambda: dst.copy_(src), 20)
-    del src, dst, timer
+    buffers = [torch.empty(n, dtype=torch.float32, device=device).uniform_(), torch.empty(n, device=device)]
+    ms, _ = Timer(device).median_ms(lambda: buffers[1].copy_(buffers[0]), 20)
+    buffers.clear()
     free_memory()
     return 2 * n * 4 / ms / 1e9  # TB/s, read + write
 

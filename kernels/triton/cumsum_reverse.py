@@ -15,12 +15,11 @@ import triton.language as tl
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 VARIANTS = {
-    "default": {"BLOCK": 2048, "num_warps": 4},
-    "b1024_w4": {"BLOCK": 1024, "num_warps": 4},
-    "b1024_w2": {"BLOCK": 1024, "num_warps": 2},
-    "b2048_w2": {"BLOCK": 2048, "num_warps": 2},
-    "b2048_w8": {"BLOCK": 2048, "num_warps": 8},
-    "b4096_w4": {"BLOCK": 4096, "num_warps": 4},
+    "default": {"BLOCK": 1024, "num_warps": 2},
+    "b512_w1": {"BLOCK": 512, "num_warps": 1},
+    "b1024_w1": {"BLOCK": 1024, "num_warps": 1},
+    "b512_w2": {"BLOCK": 512, "num_warps": 2},
+    "b2048_w4": {"BLOCK": 2048, "num_warps": 4},
     "interpret": {"BLOCK": 64, "num_warps": 4},
 }
 

@@ -6,7 +6,8 @@ Two ways, both splitting each row into chunks handled by different programs:
 - ``coop`` (the default on a GPU): one cooperative launch of exactly as many programs as the GPU holds at once. The
   programs of one row each reduce their chunk to (max, sum of exp), publish it, meet at a per-row counter (release /
   acquire atomics), combine the row's partials into its log-sum-exp and then re-read their chunk -- still in L2, since
-  only a few rows are in flight -- to write x - lse. HBM sees the input once and the output once.
+  only a few rows are in flight -- to write x - lse. HBM sees the input once and the output once. Each program
+  publishes its chunk of the next row before waiting on the current one (lookahead), so the wait hides behind reads.
 - ``split``: two launches, (max, sum of exp) per chunk, then combine + write; the input is read from HBM twice. It
   needs no co-residency, so it is the fallback and what the CPU interpreter runs for several chunks a row (the
   interpreter runs programs one after another, so a program waiting for another would wait forever).
@@ -21,18 +22,28 @@ import triton.language as tl
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
+
+def _coop(chunks, programs_per_sm, block, warps, lookahead=True):
+    return {
+        "mode": "coop", "chunks": chunks, "programs_per_sm": programs_per_sm, "BLOCK": block, "num_warps": warps,
+        "lookahead": lookahead,
+    }  # fmt: skip
+
+
+# coop: chunks per row x programs per SM set the rows in flight (SMs x programs_per_sm / chunks); with lookahead
+# each slot holds two rows' input and one row's output, which must stay within L2 (60 MB) for the re-read to hit it
 VARIANTS = {
-    # coop: chunks per row x programs per SM set the rows in flight (SMs x programs_per_sm / chunks); their input
-    # and output must stay within L2 (60 MB) for the second read to hit it
-    "default": {"mode": "coop", "chunks": 48, "programs_per_sm": 4, "BLOCK": 4096, "num_warps": 8},
-    "coop_c24_p2_b8192": {"mode": "coop", "chunks": 24, "programs_per_sm": 2, "BLOCK": 8192, "num_warps": 8},
-    "coop_c96_p4_b4096": {"mode": "coop", "chunks": 96, "programs_per_sm": 4, "BLOCK": 4096, "num_warps": 8},
-    "coop_c32_p4_b4096": {"mode": "coop", "chunks": 32, "programs_per_sm": 4, "BLOCK": 4096, "num_warps": 8},
-    "coop_c48_p4_b8192": {"mode": "coop", "chunks": 48, "programs_per_sm": 4, "BLOCK": 8192, "num_warps": 8},
-    "coop_c12_p4_b2048": {"mode": "coop", "chunks": 12, "programs_per_sm": 4, "BLOCK": 2048, "num_warps": 4},
+    "default": _coop(32, 2, 4096, 8),
+    "coop_c48_p4_b4096": _coop(48, 4, 4096, 8),
+    "coop_c64_p4_b2048_w4": _coop(64, 4, 2048, 4),
+    "coop_c24_p1_b8192": _coop(24, 1, 8192, 8),
+    "coop_c24_p2_b8192": _coop(24, 2, 8192, 8),
+    "coop_c48_p2_b8192": _coop(48, 2, 8192, 8),
+    "nolookahead_c48_p4_b8192": _coop(48, 4, 8192, 8, lookahead=False),
     "split_c48": {"mode": "split", "chunks": 48, "BLOCK": 4096, "num_warps": 8},
     "interpret": {"mode": "split", "chunks": 3, "BLOCK": 64, "num_warps": 4},
-    "interpret_coop": {"mode": "coop", "chunks": 1, "programs_per_sm": 2, "BLOCK": 64, "num_warps": 4},
+    "interpret_coop": _coop(1, 2, 64, 4),
+    "interpret_coop_nolookahead": _coop(1, 2, 64, 4, lookahead=False),
 }
 
 
@@ -104,24 +115,30 @@ def _fill_zero(ptr, n, BLOCK: tl.constexpr):
 @triton.jit
 def _coop_log_softmax(
     x_ptr, y_ptr, max_ptr, sum_ptr, arrived_ptr, rows, cols, num_chunks, chunk_len, num_slots,
-    BLOCK: tl.constexpr, BLOCK_P: tl.constexpr,
+    BLOCK: tl.constexpr, BLOCK_P: tl.constexpr, LOOKAHEAD: tl.constexpr,
 ):  # fmt: skip
     pid = tl.program_id(0)
     slot = pid // num_chunks
     chunk = pid % num_chunks
     chunk_start = chunk.to(tl.int64) * chunk_len
-    for row in range(slot, rows, num_slots):
-        row_start = tl.cast(row, tl.int64) * cols
-        m, s = _chunk_stats(x_ptr, row_start, chunk_start, chunk_len, cols, BLOCK)
-        tl.store(max_ptr + row * num_chunks + chunk, m)
-        tl.store(sum_ptr + row * num_chunks + chunk, s)
-        tl.debug_barrier()  # every thread's stores are done before the release below
-        arrived = tl.atomic_add(arrived_ptr + row, 1, sem="acq_rel") + 1
-        while arrived < num_chunks:
-            arrived = tl.atomic_add(arrived_ptr + row, 0, sem="acquire")
-        tl.debug_barrier()
-        lse = _row_lse(max_ptr + row * num_chunks, sum_ptr + row * num_chunks, num_chunks, BLOCK_P)
-        _write_chunk(x_ptr, y_ptr, row_start, chunk_start, chunk_len, cols, lse, BLOCK)
+    # With LOOKAHEAD a program publishes its chunk of the next row before it waits for the row before: the wait
+    # then overlaps a whole chunk's reading instead of stalling the memory system once per row.
+    lag = num_slots if LOOKAHEAD else 0
+    for row in range(slot, rows + lag, num_slots):
+        if row < rows:
+            m, s = _chunk_stats(x_ptr, tl.cast(row, tl.int64) * cols, chunk_start, chunk_len, cols, BLOCK)
+            tl.store(max_ptr + row * num_chunks + chunk, m)
+            tl.store(sum_ptr + row * num_chunks + chunk, s)
+            tl.debug_barrier()  # every thread's stores are done before the release below
+            tl.atomic_add(arrived_ptr + row, 1, sem="release")
+        done = row - lag
+        if done >= 0:
+            arrived = tl.atomic_add(arrived_ptr + done, 0, sem="acquire")
+            while arrived < num_chunks:
+                arrived = tl.atomic_add(arrived_ptr + done, 0, sem="acquire")
+            tl.debug_barrier()
+            lse = _row_lse(max_ptr + done * num_chunks, sum_ptr + done * num_chunks, num_chunks, BLOCK_P)
+            _write_chunk(x_ptr, y_ptr, tl.cast(done, tl.int64) * cols, chunk_start, chunk_len, cols, lse, BLOCK)
 
 
 def _num_sms(device: torch.device) -> int:
@@ -158,7 +175,8 @@ def log_softmax_rows(x: torch.Tensor, variant: str | None = None) -> torch.Tenso
     slots = max(1, min(rows, _num_sms(x.device) * cfg["programs_per_sm"] // chunks))
     _coop_log_softmax[(slots * chunks,)](
         x, y, maxes, sums, arrived, rows, cols, chunks, chunk_len, slots,
-        BLOCK=block, BLOCK_P=block_p, num_warps=cfg["num_warps"], launch_cooperative_grid=True,
+        BLOCK=block, BLOCK_P=block_p, LOOKAHEAD=cfg["lookahead"], num_warps=cfg["num_warps"],
+        launch_cooperative_grid=True,
     )  # fmt: skip
     return y
 
