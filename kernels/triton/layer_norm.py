@@ -19,11 +19,10 @@ import triton.language as tl
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 VARIANTS = {
-    "default": {"CHUNK": 8192, "BLOCK": 2048, "num_warps": 4},
-    "c4096_b2048_w4": {"CHUNK": 4096, "BLOCK": 2048, "num_warps": 4},
-    "c8192_b4096_w8": {"CHUNK": 8192, "BLOCK": 4096, "num_warps": 8},
-    "c16384_b4096_w8": {"CHUNK": 16384, "BLOCK": 4096, "num_warps": 8},
-    "c32768_b4096_w8": {"CHUNK": 32768, "BLOCK": 4096, "num_warps": 8},
+    "default": {"CHUNK": 4096, "BLOCK": 2048, "num_warps": 4},
+    "c2048_b2048_w4": {"CHUNK": 2048, "BLOCK": 2048, "num_warps": 4},
+    "c4096_b4096_w8": {"CHUNK": 4096, "BLOCK": 4096, "num_warps": 8},
+    "c8192_b2048_w4": {"CHUNK": 8192, "BLOCK": 2048, "num_warps": 4},
     "interpret": {"CHUNK": 256, "BLOCK": 64, "num_warps": 4},
 }
 

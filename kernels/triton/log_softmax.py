@@ -7,7 +7,9 @@ Two ways, both splitting each row into chunks handled by different programs:
   programs of one row each reduce their chunk to (max, sum of exp), publish it, meet at a per-row counter (release /
   acquire atomics), combine the row's partials into its log-sum-exp and then re-read their chunk -- still in L2, since
   only a few rows are in flight -- to write x - lse. HBM sees the input once and the output once. Each program
-  publishes its chunk of the next row before waiting on the current one (lookahead), so the wait hides behind reads.
+  first reads keep their lines in L2 (evict_last) and the second pass streams (evict_first loads, .cs stores), so
+  the output does not push the inputs still to be re-read out of L2. A lookahead option (publish the next row before
+  waiting on this one) is kept as a variant: measured slower, as it doubles the rows in flight.
 - ``split``: two launches, (max, sum of exp) per chunk, then combine + write; the input is read from HBM twice. It
   needs no co-residency, so it is the fallback and what the CPU interpreter runs for several chunks a row (the
   interpreter runs programs one after another, so a program waiting for another would wait forever).
@@ -23,32 +25,31 @@ import triton.language as tl
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
-def _coop(chunks, programs_per_sm, block, warps, lookahead=True):
+def _coop(chunks, programs_per_sm, block, warps, lookahead=False, hints=True):
     return {
         "mode": "coop", "chunks": chunks, "programs_per_sm": programs_per_sm, "BLOCK": block, "num_warps": warps,
-        "lookahead": lookahead,
+        "lookahead": lookahead, "hints": hints,
     }  # fmt: skip
 
 
-# coop: chunks per row x programs per SM set the rows in flight (SMs x programs_per_sm / chunks); with lookahead
-# each slot holds two rows' input and one row's output, which must stay within L2 (60 MB) for the re-read to hit it
+# coop: chunks per row x programs per SM set the rows in flight (SMs x programs_per_sm / chunks); their input and
+# output must stay within L2 (60 MB) for the re-read to hit it (with lookahead: two rows' input and one's output)
 VARIANTS = {
-    "default": _coop(32, 2, 4096, 8),
-    "coop_c48_p4_b4096": _coop(48, 4, 4096, 8),
-    "coop_c64_p4_b2048_w4": _coop(64, 4, 2048, 4),
-    "coop_c24_p1_b8192": _coop(24, 1, 8192, 8),
+    "default": _coop(48, 4, 8192, 8),
+    "coop_c48_p4_b8192_nohints": _coop(48, 4, 8192, 8, hints=False),
     "coop_c24_p2_b8192": _coop(24, 2, 8192, 8),
-    "coop_c48_p2_b8192": _coop(48, 2, 8192, 8),
-    "nolookahead_c48_p4_b8192": _coop(48, 4, 8192, 8, lookahead=False),
+    "coop_c96_p8_b4096_w4": _coop(96, 8, 4096, 4),
+    "coop_c64_p4_b2048_w4": _coop(64, 4, 2048, 4),
+    "lookahead_c48_p4_b4096": _coop(48, 4, 4096, 8, lookahead=True),
     "split_c48": {"mode": "split", "chunks": 48, "BLOCK": 4096, "num_warps": 8},
     "interpret": {"mode": "split", "chunks": 3, "BLOCK": 64, "num_warps": 4},
     "interpret_coop": _coop(1, 2, 64, 4),
-    "interpret_coop_nolookahead": _coop(1, 2, 64, 4, lookahead=False),
+    "interpret_coop_lookahead": _coop(1, 2, 64, 4, lookahead=True),
 }
 
 
 @triton.jit
-def _chunk_stats(x_ptr, row_start, chunk_start, chunk_len, cols, BLOCK: tl.constexpr):
+def _chunk_stats(x_ptr, row_start, chunk_start, chunk_len, cols, BLOCK: tl.constexpr, KEEP: tl.constexpr):
     """(max, sum of exp(x - max)) over x[row_start + chunk_start : ... + chunk_len], clipped at cols; one exp per
     element: the running sum is rescaled once per tile, not per element."""
     m = tl.full([], float("-inf"), dtype=tl.float32)
@@ -56,7 +57,10 @@ def _chunk_stats(x_ptr, row_start, chunk_start, chunk_len, cols, BLOCK: tl.const
     for off in range(0, chunk_len, BLOCK):
         c = chunk_start + off + tl.arange(0, BLOCK)
         x = tl.load(
-            x_ptr + row_start + c, mask=(c < cols) & (off + tl.arange(0, BLOCK) < chunk_len), other=float("-inf")
+            x_ptr + row_start + c,
+            mask=(c < cols) & (off + tl.arange(0, BLOCK) < chunk_len),
+            other=float("-inf"),
+            eviction_policy="evict_last" if KEEP else "",  # KEEP: the chunk is read again soon, from L2
         )
         new_m = tl.maximum(m, tl.max(x, axis=0))
         safe_m = tl.where(new_m == float("-inf"), 0.0, new_m)  # a chunk of only -inf keeps finite arithmetic
@@ -76,12 +80,13 @@ def _row_lse(max_ptr, sum_ptr, num_chunks, BLOCK_P: tl.constexpr):
 
 
 @triton.jit
-def _write_chunk(x_ptr, y_ptr, row_start, chunk_start, chunk_len, cols, lse, BLOCK: tl.constexpr):
+def _write_chunk(x_ptr, y_ptr, row_start, chunk_start, chunk_len, cols, lse, BLOCK: tl.constexpr, STREAM: tl.constexpr):
     for off in range(0, chunk_len, BLOCK):
         c = chunk_start + off + tl.arange(0, BLOCK)
         mask = (c < cols) & (off + tl.arange(0, BLOCK) < chunk_len)
-        x = tl.load(x_ptr + row_start + c, mask=mask, other=0.0)
-        tl.store(y_ptr + row_start + c, x - lse, mask=mask)
+        # STREAM: the last use of x and an output nobody reads back here; neither should push other rows out of L2
+        x = tl.load(x_ptr + row_start + c, mask=mask, other=0.0, eviction_policy="evict_first" if STREAM else "")
+        tl.store(y_ptr + row_start + c, x - lse, mask=mask, cache_modifier=".cs" if STREAM else "")
 
 
 @triton.jit
@@ -89,7 +94,7 @@ def _split_stats(x_ptr, max_ptr, sum_ptr, cols, num_chunks, chunk_len, BLOCK: tl
     pid = tl.program_id(0)
     row = pid // num_chunks
     chunk = pid % num_chunks
-    m, s = _chunk_stats(x_ptr, row.to(tl.int64) * cols, chunk.to(tl.int64) * chunk_len, chunk_len, cols, BLOCK)
+    m, s = _chunk_stats(x_ptr, row.to(tl.int64) * cols, chunk.to(tl.int64) * chunk_len, chunk_len, cols, BLOCK, False)
     tl.store(max_ptr + pid, m)
     tl.store(sum_ptr + pid, s)
 
@@ -103,7 +108,9 @@ def _split_write(
     row = pid // num_chunks
     chunk = pid % num_chunks
     lse = _row_lse(max_ptr + row * num_chunks, sum_ptr + row * num_chunks, num_chunks, BLOCK_P)
-    _write_chunk(x_ptr, y_ptr, row.to(tl.int64) * cols, chunk.to(tl.int64) * chunk_len, chunk_len, cols, lse, BLOCK)
+    _write_chunk(
+        x_ptr, y_ptr, row.to(tl.int64) * cols, chunk.to(tl.int64) * chunk_len, chunk_len, cols, lse, BLOCK, False
+    )
 
 
 @triton.jit
@@ -115,7 +122,7 @@ def _fill_zero(ptr, n, BLOCK: tl.constexpr):
 @triton.jit
 def _coop_log_softmax(
     x_ptr, y_ptr, max_ptr, sum_ptr, arrived_ptr, rows, cols, num_chunks, chunk_len, num_slots,
-    BLOCK: tl.constexpr, BLOCK_P: tl.constexpr, LOOKAHEAD: tl.constexpr,
+    BLOCK: tl.constexpr, BLOCK_P: tl.constexpr, LOOKAHEAD: tl.constexpr, HINTS: tl.constexpr,
 ):  # fmt: skip
     pid = tl.program_id(0)
     slot = pid // num_chunks
@@ -126,7 +133,7 @@ def _coop_log_softmax(
     lag = num_slots if LOOKAHEAD else 0
     for row in range(slot, rows + lag, num_slots):
         if row < rows:
-            m, s = _chunk_stats(x_ptr, tl.cast(row, tl.int64) * cols, chunk_start, chunk_len, cols, BLOCK)
+            m, s = _chunk_stats(x_ptr, tl.cast(row, tl.int64) * cols, chunk_start, chunk_len, cols, BLOCK, HINTS)
             tl.store(max_ptr + row * num_chunks + chunk, m)
             tl.store(sum_ptr + row * num_chunks + chunk, s)
             tl.debug_barrier()  # every thread's stores are done before the release below
@@ -138,7 +145,8 @@ def _coop_log_softmax(
                 arrived = tl.atomic_add(arrived_ptr + done, 0, sem="acquire")
             tl.debug_barrier()
             lse = _row_lse(max_ptr + done * num_chunks, sum_ptr + done * num_chunks, num_chunks, BLOCK_P)
-            _write_chunk(x_ptr, y_ptr, tl.cast(done, tl.int64) * cols, chunk_start, chunk_len, cols, lse, BLOCK)
+            row_start = tl.cast(done, tl.int64) * cols
+            _write_chunk(x_ptr, y_ptr, row_start, chunk_start, chunk_len, cols, lse, BLOCK, HINTS)
 
 
 def _num_sms(device: torch.device) -> int:
@@ -175,7 +183,7 @@ def log_softmax_rows(x: torch.Tensor, variant: str | None = None) -> torch.Tenso
     slots = max(1, min(rows, _num_sms(x.device) * cfg["programs_per_sm"] // chunks))
     _coop_log_softmax[(slots * chunks,)](
         x, y, maxes, sums, arrived, rows, cols, chunks, chunk_len, slots,
-        BLOCK=block, BLOCK_P=block_p, LOOKAHEAD=cfg["lookahead"], num_warps=cfg["num_warps"],
+        BLOCK=block, BLOCK_P=block_p, LOOKAHEAD=cfg["lookahead"], HINTS=cfg["hints"], num_warps=cfg["num_warps"],
         launch_cooperative_grid=True,
     )  # fmt: skip
     return y

@@ -16,12 +16,11 @@ import triton.language as tl
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 VARIANTS = {
-    "default": {"BLOCK_R": 64, "BLOCK_C": 64, "num_warps": 4},
-    "r128_c64_w8": {"BLOCK_R": 128, "BLOCK_C": 64, "num_warps": 8},
-    "r64_c64_w2": {"BLOCK_R": 64, "BLOCK_C": 64, "num_warps": 2},
-    "r128_c64_w4": {"BLOCK_R": 128, "BLOCK_C": 64, "num_warps": 4},
-    "r256_c32_w4": {"BLOCK_R": 256, "BLOCK_C": 32, "num_warps": 4},
-    "r64_c128_w8": {"BLOCK_R": 64, "BLOCK_C": 128, "num_warps": 8},
+    "default": {"BLOCK_R": 128, "BLOCK_C": 64, "num_warps": 4},
+    "r64_c64_w4": {"BLOCK_R": 64, "BLOCK_C": 64, "num_warps": 4},
+    "r256_c64_w8": {"BLOCK_R": 256, "BLOCK_C": 64, "num_warps": 8},
+    "r128_c32_w4": {"BLOCK_R": 128, "BLOCK_C": 32, "num_warps": 4},
+    "r32_c128_w8": {"BLOCK_R": 32, "BLOCK_C": 128, "num_warps": 8},
     "interpret": {"BLOCK_R": 8, "BLOCK_C": 16, "num_warps": 4},
 }
 
