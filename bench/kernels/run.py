@@ -325,6 +325,15 @@ def geomean(values) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
 
 
+def command_lines(data: dict) -> list[str]:
+    by_command: dict[tuple[str, str], list[str]] = {}
+    for pid in PROBLEM_IDS:
+        env = data["problems"].get(pid, {}).get("environment")
+        if env:
+            by_command.setdefault((env["command"], env["date_utc"]), []).append(pid)
+    return [f"- `{cmd}` ({date}): {', '.join(pids)}" for (cmd, date), pids in by_command.items()]
+
+
 def render(data: dict) -> str:
     env = data["environment"]
     rows = [data["problems"][p] for p in PROBLEM_IDS if p in data["problems"]]
@@ -335,7 +344,10 @@ def render(data: dict) -> str:
         f"(CUDA {env['cuda']}), triton {env['triton']}, python {env['python']}. "
         f"Copy bandwidth measured in the run: {env.get('copy_tb_s', float('nan')):.2f} TB/s.",
         "",
-        f"Command (in the repository root on the device machine): `{env['command']}`; recorded {env['date_utc']}.",
+        "Commands (in the repository root on the device machine), each with the problems it measured:",
+        "",
+        *command_lines(data),
+        "",
         "Each time is the median of "
         f"{env['runs']} runs, each after a {env['l2_flush_bytes'] >> 20} MB L2 flush, timed with CUDA events; "
         "eager, torch.compile and ours measured in the same process, one problem after another.",

@@ -64,9 +64,8 @@ def _finish_ratio(loss_ptr, count_ptr, out_ptr, num_partials, BLOCK: tl.constexp
 
 def cross_entropy(predictions: torch.Tensor, targets: torch.Tensor, variant: str | None = None) -> torch.Tensor:
     if predictions.dim() != 2 or targets.shape != predictions.shape[:1]:
-        raise ValueError(
-            f"predictions {tuple(predictions.shape)} must be (batch, classes) and targets {tuple(targets.shape)} (batch,)"
-        )
+        shapes = f"predictions {tuple(predictions.shape)}, targets {tuple(targets.shape)}"
+        raise ValueError(f"{shapes}: need (batch, classes) and (batch,)")
     x, t = predictions.contiguous(), targets.contiguous()
     rows, cols = x.shape
     cfg = VARIANTS[variant or ("interpret" if _INTERPRET else "default")]

@@ -66,6 +66,8 @@ def test_every_launch_variant_is_right(problem_id, gen):
         for name, cfg in route.VARIANTS.items():
             if cfg.get("mode") == "coop" and cfg["chunks"] > 1 and cfg["BLOCK"] < problem.SHAPES["smoke"]["dim"]:
                 continue
+            if cfg.get("autotune"):  # autotuning needs a GPU; the interpreter runs the fixed configs
+                continue
             ours.variant = name
             torch.testing.assert_close(ours(*inputs), expected, rtol=1e-4, atol=1e-5, msg=f"variant {name}")
 
