@@ -1,27 +1,15 @@
 """Kernel tests run under Triton's CPU interpreter, in fp32, at small and awkward shapes.
 
 TRITON_INTERPRET must be set before a route module decorates its kernels; it is set here, at collection, and the
-``route`` helper reloads a route module that some earlier import decorated without it.
+tests' ``load_route`` reloads a route module that some earlier import decorated without it.
 """
 
-import importlib
 import os
 
 os.environ["TRITON_INTERPRET"] = "1"
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
-
-
-def load_route(problem_id: str):
-    module = importlib.import_module(f"kernels.triton.{problem_id}")
-    if not module._INTERPRET:
-        module = importlib.reload(module)
-    return module
-
-
-def load_problem(problem_id: str):
-    return importlib.import_module(f"kernels.problems.{problem_id}")
 
 
 @pytest.fixture
