@@ -31,6 +31,14 @@ CONSUMER_LAG = metrics.gauge(
     "kb_consumer_lag_events", "Events in the log beyond the consumer's checkpoint", ["consumer"]
 )
 TRANSIENT_ERRORS = (OSError, TimeoutError, nats.errors.Error, asyncpg.PostgresError, asyncpg.InterfaceError)
+# The database connection is gone: retrying the handler on it, or dead-lettering its event, would be wrong.
+CONNECTION_LOST = (
+    OSError,
+    asyncpg.InterfaceError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.exceptions.AdminShutdownError,
+    asyncpg.exceptions.CrashShutdownError,
+)
 
 log = get_logger(component="consumer")
 
@@ -105,16 +113,17 @@ class Consumer:
             self.ready.set()
             while not self._stopping.is_set():
                 try:
-                    messages = await self._fetch_unless_stopped(subscription)
-                except TimeoutError:
-                    # Quiet bus: poll the log, so nothing waits on a notification NATS lost.
-                    await self.catch_up()
-                    continue
+                    try:
+                        messages = await self._fetch_unless_stopped(subscription)
+                    except TimeoutError:
+                        # Quiet bus: poll the log, so nothing waits on a notification NATS lost.
+                        await self.catch_up()
+                        continue
+                    await self.handle_messages(messages)
                 except TRANSIENT_ERRORS as err:
-                    log.warning("consumer_fetch_failed", consumer=self.name, error=repr(err))
+                    # Nothing was committed, or it was and the unacked messages come back and change nothing.
+                    log.warning("consumer_retrying", consumer=self.name, error=repr(err), checkpoint=self.checkpoint)
                     await asyncio.sleep(1)
-                    continue
-                await self.handle_messages(messages)
         finally:
             self.ready.clear()
             await nc.close()
@@ -190,6 +199,8 @@ class Consumer:
                     async with conn.transaction():
                         await self.handler(conn, event)
                 return None
+            except CONNECTION_LOST:
+                raise  # not the event's fault: nothing commits, the batch comes again
             except Exception as err:  # any handler failure is retried, then dead-lettered
                 log.warning(
                     "consumer_handler_failed",
