@@ -13,8 +13,6 @@ from kernelboard.v1 import events_pb2
 
 ROUTE_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{1,39}$")
 JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-PERSON_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,39}$")
-AGENT_SUFFIX = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,39}$")
 OBJECT_ID = re.compile(r"^[0-9a-f]{40}$")
 
 MAIN_REF = "refs/heads/main"
@@ -329,29 +327,12 @@ def parse_metrics(path: str, text: str) -> Metrics:
 # --- identities and tokens -----------------------------------------------------------------------------------------
 
 
-def validate_principal_name(name: str, kind: int) -> str:
-    """People: ``alice``; agents: ``alice/agent-1`` (owner/agent); services: ``system:<name>``."""
-    if kind == PERSON and PERSON_NAME.match(name or ""):
-        return name
-    if kind == AGENT:
-        owner, _, suffix = (name or "").partition("/")
-        if PERSON_NAME.match(owner) and AGENT_SUFFIX.match(suffix):
-            return name
-    if kind == SERVICE and (name or "").startswith("system:") and PERSON_NAME.match(name[len("system:") :]):
-        return name
-    raise invalid(
-        "principal_name",
-        f"invalid principal name {name!r}: people 'alice', agents 'alice/agent-1', services 'system:scheduler'",
-    )
-
-
 def owner_from_name(name: str, kind: int) -> str:
     return name.partition("/")[0] if kind == AGENT else name
 
 
 def check_token_grant(actor: Actor, name: str, kind: int) -> None:
     """A person creates tokens for themselves and their agents; maintainers for anyone."""
-    validate_principal_name(name, kind)
     if actor.is_maintainer:
         return
     if actor.kind != PERSON:
@@ -367,11 +348,11 @@ def check_token_revoke(actor: Actor, token_owner_name: str, token_owner_person: 
     raise denied(f"{actor.name} may not revoke a token of {token_owner_name}")
 
 
-def role_for(name: str, kind: int, owner_role: int | None, maintainers: Iterable[str], member: bool) -> int:
-    """A new principal's role: an agent takes its owner's; a person named in ``maintainers`` is a maintainer, one
-    registered as a member a member, anyone else signed in; services are signed in."""
+def role_for(name: str, kind: int, maintainers: Iterable[str], member: bool) -> int:
+    """A new principal's stored role: a person named in ``maintainers`` is a maintainer, one registered as a member a
+    member, anyone else signed in; services are signed in; an agent has none of its own (it takes its owner's)."""
     if kind == AGENT:
-        return owner_role or events_pb2.ROLE_SIGNED_IN
+        return events_pb2.ROLE_UNSPECIFIED
     if kind == PERSON and name in set(maintainers):
         return MAINTAINER
     if kind == PERSON and member:

@@ -146,17 +146,16 @@ def test_token_grants():
     refused(domain.check_token_grant, ALICE, "bob/agent-1", domain.AGENT, code="PERMISSION_DENIED")
     refused(domain.check_token_grant, ALICE, "bob", domain.PERSON, code="PERMISSION_DENIED")
     refused(domain.check_token_grant, ALICE_AGENT, "alice/agent-2", domain.AGENT, match="only people")
-    refused(domain.check_token_grant, CURATOR, "Bob Smith", domain.PERSON, reason="principal_name")
-    refused(domain.check_token_grant, CURATOR, "alice", domain.AGENT, reason="principal_name")
     domain.check_token_revoke(ALICE, "alice/agent-1", "alice")
     refused(domain.check_token_revoke, BOB_AGENT, "alice/agent-1", "alice", code="PERMISSION_DENIED")
 
 
 def test_roles():
-    assert domain.role_for("curator", domain.PERSON, None, ["curator"], False) == events_pb2.ROLE_MAINTAINER
-    assert domain.role_for("alice", domain.PERSON, None, ["curator"], True) == events_pb2.ROLE_MEMBER
-    assert domain.role_for("zed", domain.PERSON, None, ["curator"], False) == events_pb2.ROLE_SIGNED_IN
-    assert domain.role_for("alice/a", domain.AGENT, events_pb2.ROLE_MEMBER, [], False) == events_pb2.ROLE_MEMBER
+    assert domain.role_for("curator", domain.PERSON, ["curator"], False) == events_pb2.ROLE_MAINTAINER
+    assert domain.role_for("alice", domain.PERSON, ["curator"], True) == events_pb2.ROLE_MEMBER
+    assert domain.role_for("zed", domain.PERSON, ["curator"], False) == events_pb2.ROLE_SIGNED_IN
+    assert domain.role_for("alice/a", domain.AGENT, [], True) == events_pb2.ROLE_UNSPECIFIED
+    assert domain.role_for("system:x", domain.SERVICE, ["system:x"], False) == events_pb2.ROLE_SIGNED_IN
 
 
 def test_reviews_and_merges():
