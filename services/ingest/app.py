@@ -102,16 +102,23 @@ class Ingest:
 
     # --- push ------------------------------------------------------------------------------------------------------
 
+    def count_refusal(self, refusal: Refusal, size: int, started: float | None = None) -> None:
+        BUNDLE_BYTES.observe(size)
+        PUSHES.labels("refused", refusal.reason).inc()
+        if started is not None:
+            PUSH_SECONDS.labels("refused").observe(time.monotonic() - started)
+
     async def push(self, actor: Actor, ref_name: str, bundle: bytes) -> PushResult:
+        """Check a bundle for one ref and record it, or raise the Refusal that names what is wrong. Nothing is
+        written unless every check passed."""
         started = time.monotonic()
-        BUNDLE_BYTES.observe(len(bundle))
         try:
             result = await self._push(actor, ref_name, bundle)
         except Refusal as refusal:
-            PUSHES.labels("refused", refusal.reason).inc()
-            PUSH_SECONDS.labels("refused").observe(time.monotonic() - started)
+            self.count_refusal(refusal, len(bundle), started)
             log.info("push refused", ref=ref_name, actor=actor.name, reason=refusal.reason, message=refusal.message)
             raise
+        BUNDLE_BYTES.observe(len(bundle))
         PUSHES.labels("accepted", "").inc()
         PUSH_SECONDS.labels("accepted").observe(time.monotonic() - started)
         return result
@@ -120,21 +127,34 @@ class Ingest:
         target = domain.parse_ref(ref_name)
         domain.check_size(len(bundle), self.max_bundle_bytes)
         tip = domain.bundle_tip(domain.parse_bundle_header(bundle), target)
-        route = await store.get_route(self.pool, target.route) if target.route else None
-        domain.check_write(actor, target, route.owner if route else None)
-        old = await store.ref_value(self.pool, target.ref)
+        old = await self._check_writer(actor, target)
         with bind_ids(ref=target.ref, sha=tip):
             if old == tip:
                 return PushResult(target.ref, tip, old, "")
             try:
                 async with self.repo.quarantine(bundle) as quarantine:
-                    checked = await self._check(quarantine, actor, target, old, tip)
+                    checked = await self._check(quarantine, target, old, tip)
                     quarantine.migrate()
             except UnbundleError as err:
                 raise refused_by_git(err) from None
             return await self._record(actor, checked)
 
-    async def _check(self, q, actor: Actor, target: RefTarget, old: str, tip: str) -> CheckedPush:
+    async def advance(self, actor: Actor, ref_name: str, sha: str) -> PushResult:
+        """Move a ref to a commit already in the repository (made here, e.g. by seeding), through the same checks
+        and records as a push."""
+        target = domain.parse_ref(ref_name)
+        old = await self._check_writer(actor, target)
+        if old == sha:
+            return PushResult(target.ref, sha, old, "")
+        return await self._record(actor, await self._check(self.repo, target, old, sha))
+
+    async def _check_writer(self, actor: Actor, target: RefTarget) -> str:
+        """Who may write the ref; returns its recorded value ("" when new)."""
+        route = await store.get_route(self.pool, target.route) if target.route else None
+        domain.check_write(actor, target, route.owner if route else None)
+        return await store.ref_value(self.pool, target.ref)
+
+    async def _check(self, q, target: RefTarget, old: str, tip: str) -> CheckedPush:
         if await q.object_type(tip) != "commit":
             raise domain.invalid(
                 "malformed_bundle", f"{target.ref} must point at a commit; the bundle's {tip[:12]} is not"
