@@ -56,6 +56,7 @@ class Stack:
     home: Path
     stub: ingest_pb2_grpc.IngestStub
     tokens: dict[str, str]
+    port: int
 
     def md(self, who: str):
         return (("authorization", f"Bearer {self.tokens[who]}"),)
@@ -91,7 +92,7 @@ async def stack(database, tmp_path_factory):
             tokens[name] = await auth.issue_token(conn, name)
     started = await start_server("ingest", lambda server: add_to_server(server, ingest), port=0, pool=log.pool)
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{started.port}")
-    yield Stack(log, ingest, home, ingest_pb2_grpc.IngestStub(channel), tokens)
+    yield Stack(log, ingest, home, ingest_pb2_grpc.IngestStub(channel), tokens, started.port)
     await channel.close()
     await started.stop(0)
     await log.close()
