@@ -201,6 +201,8 @@ async def test_bad_bundles(stack, tmp_path):
         "exceeds the limit",
     )
     assert counter("too_large") == before + 1
+    assert REGISTRY.get_sample_value("kb_ingest_bundle_bytes_count") > 0
+    assert REGISTRY.get_sample_value("kb_ingest_push_seconds_count", {"result": "refused"}) > 0
     stranger = WorkClone.init(tmp_path / "stranger", "bob")
     stranger.commit({"x": "1"})
     stranger.commit({"routes/bundles/y": "2"})
