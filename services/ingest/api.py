@@ -6,7 +6,7 @@ import grpc
 from kernelboard.v1 import ingest_pb2, ingest_pb2_grpc
 
 from services.common.auth import current_principal
-from services.ingest import store
+from services.ingest import domain, store
 from services.ingest.app import Ingest
 from services.ingest.domain import Actor, Refusal
 
@@ -89,13 +89,11 @@ class IngestServicer(ingest_pb2_grpc.IngestServicer):
             size += len(chunk.data)
             if size > self.ingest.max_bundle_bytes:
                 # Refused while it streams: the rest of an oversized bundle is never held in memory.
-                refusal = Refusal(
-                    "RESOURCE_EXHAUSTED",
-                    "too_large",
-                    f"bundle of more than {self.ingest.max_bundle_bytes} bytes exceeds the limit",
-                )
-                self.ingest.count_refusal(refusal, size)
-                raise refusal
+                try:
+                    domain.check_size(size, self.ingest.max_bundle_bytes)
+                except Refusal as refusal:
+                    self.ingest.count_refusal(refusal, size)
+                    raise
             parts.append(chunk.data)
         return push_reply(await self.ingest.push(caller(), ref, b"".join(parts)))
 

@@ -191,10 +191,11 @@ class Ingest:
             raise domain.invalid("malformed_rules", f"{domain.RULES_FILE} at {commit[:12]}: {err}") from None
         return rules.benchmark_version, text.decode()
 
-    async def _current_benchmark_version(self, conn) -> int:
-        tag = await store.ref_value(conn, domain.CHECKS_TAG)
+    async def rules_at_tag(self, conn=None) -> dict:
+        """scienceslack.json at the tag checks, the rules that judge ({} before seeding)."""
+        tag = await store.ref_value(conn or self.pool, domain.CHECKS_TAG)
         text = await self.repo.read_file(tag, domain.RULES_FILE) if tag else None
-        return int(json.loads(text)["benchmark"]["version"]) if text else 0
+        return json.loads(text) if text else {}
 
     async def _record(self, actor: Actor, checked: CheckedPush) -> PushResult:
         target = checked.target
@@ -216,7 +217,7 @@ class Ingest:
                 raise Refusal("ABORTED", "conflict", str(err)) from None
             appended = await self.log.append(target.stream, None, [NewEvent(commit, actor.name)], conn=conn)
             if checked.metrics:
-                version = await self._current_benchmark_version(conn)
+                version = (await self.rules_at_tag(conn)).get("benchmark", {}).get("version", 0)
                 for route, reported in checked.metrics.items():
                     await self.log.append(
                         f"route:{route}",
@@ -408,27 +409,19 @@ class Ingest:
 
     # --- identities ------------------------------------------------------------------------------------------------
 
-    async def maintainers(self) -> tuple[str, ...]:
-        """The maintainers named by the rules at the tag checks (scienceslack.json)."""
-        tag = await store.ref_value(self.pool, domain.CHECKS_TAG)
-        text = await self.repo.read_file(tag, domain.RULES_FILE) if tag else None
-        return tuple(json.loads(text).get("maintainers", ())) if text else ()
-
     async def create_token(
         self, actor: Actor, name: str, kind: int, ttl_s: int, member: bool
     ) -> tuple[str, auth.Principal, bool]:
         name = name or actor.name
         kind = kind or (domain.AGENT if "/" in name else domain.PERSON)
-        domain.check_token_grant(actor, name, kind)
-        if member and not actor.is_maintainer:
-            raise domain.denied("maintainer role needed to register a member")
+        domain.check_token_grant(actor, name, kind, member)
         if ttl_s < 0:
             raise domain.invalid("ttl", f"ttl_seconds must be >= 0, got {ttl_s}")
         async with self.pool.acquire() as conn, conn.transaction():
             principal = await auth.get_principal(conn, name)
             registered = principal is None
             if registered:
-                role = domain.role_for(name, kind, await self.maintainers(), member)
+                role = domain.role_for(name, kind, (await self.rules_at_tag(conn)).get("maintainers", ()), member)
                 owner = domain.owner_from_name(name, kind)
                 try:
                     principal = await auth.register_principal(

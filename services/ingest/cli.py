@@ -18,8 +18,6 @@ from services.cli.client import NotSignedIn, channel, metadata, save_token
 
 CHUNK_BYTES = 256 * 1024
 PROGRESS_FROM_BYTES = 1024 * 1024
-ROLE_NAMES = {1: "signed-in", 2: "member", 3: "maintainer"}
-KIND_NAMES = {1: "person", 2: "agent", 3: "service"}
 VERDICTS = {"approve": 1, "request_changes": 2, "comment": 3}
 
 
@@ -73,12 +71,15 @@ def handler(fn):
 
 
 def principal_dict(p) -> dict:
+    from services.common.auth import KIND_NAMES, ROLE_NAMES
+
     return {"name": p.name, "kind": KIND_NAMES.get(p.kind, "?"), "owner": p.owner, "role": ROLE_NAMES.get(p.role, "?")}
 
 
 def describe(p) -> str:
-    d = principal_dict(p)
-    return f"{d['name']} ({'agent of ' + d['owner'] + ', ' if d['kind'] == 'agent' else ''}{d['role']})"
+    from services.common.auth import Principal
+
+    return Principal(p.name, p.kind, p.owner, p.role).describe()
 
 
 # --- sign-in -------------------------------------------------------------------------------------------------------

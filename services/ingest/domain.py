@@ -331,10 +331,13 @@ def owner_from_name(name: str, kind: int) -> str:
     return name.partition("/")[0] if kind == AGENT else name
 
 
-def check_token_grant(actor: Actor, name: str, kind: int) -> None:
-    """A person creates tokens for themselves and their agents; maintainers for anyone."""
+def check_token_grant(actor: Actor, name: str, kind: int, member: bool = False) -> None:
+    """A person creates tokens for themselves and their agents; maintainers for anyone, and only they register
+    members."""
     if actor.is_maintainer:
         return
+    if member:
+        raise denied(f"maintainer role needed to register a member ({actor.name} is not a maintainer)")
     if actor.kind != PERSON:
         raise denied(f"only people create tokens; {actor.name} is not a person")
     if name == actor.name or (kind == AGENT and owner_from_name(name, kind) == actor.name):

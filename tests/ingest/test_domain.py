@@ -145,6 +145,8 @@ def test_token_grants():
     domain.check_token_grant(CURATOR, "system:scheduler", domain.SERVICE)
     refused(domain.check_token_grant, ALICE, "bob/agent-1", domain.AGENT, code="PERMISSION_DENIED")
     refused(domain.check_token_grant, ALICE, "bob", domain.PERSON, code="PERMISSION_DENIED")
+    refused(domain.check_token_grant, ALICE, "alice/agent-2", domain.AGENT, True, match="register a member")
+    domain.check_token_grant(CURATOR, "dave", domain.PERSON, True)
     refused(domain.check_token_grant, ALICE_AGENT, "alice/agent-2", domain.AGENT, match="only people")
     domain.check_token_revoke(ALICE, "alice/agent-1", "alice")
     refused(domain.check_token_revoke, BOB_AGENT, "alice/agent-1", "alice", code="PERMISSION_DENIED")
