@@ -165,6 +165,7 @@ class Ingest:
         main = await store.ref_value(self.pool, domain.MAIN_REF)
         if target.kind == events_pb2.COMMIT_KIND_ROUTE:
             domain.check_route_commits(target.route, await q.new_commits(tip, [old, main]))
+            domain.check_route_files(target.route, await q.tree_entries(tip, domain.route_folder(target.route)))
         checked = CheckedPush(target, old, tip, await q.changed_paths(old, tip))
         if target.kind == events_pb2.COMMIT_KIND_TAG:
             checked.rules = await self._check_rules(q, tip, main)

@@ -280,6 +280,18 @@ def check_route_commits(route: str, commits: Sequence[NewCommit]) -> None:
         )
 
 
+REGULAR_FILE_MODES = {"100644", "100755"}
+
+
+def check_route_files(route: str, entries: Sequence[tuple[str, str]]) -> None:
+    """A route's folder holds regular files only: a symlink or a submodule could point a check at files outside
+    the route."""
+    for mode, path in entries:
+        if mode not in REGULAR_FILE_MODES:
+            kind = {"120000": "a symlink", "160000": "a submodule"}.get(mode, f"mode {mode}")
+            raise invalid("not_a_file", f"{path} is {kind}: {route_folder(route)} may hold regular files only")
+
+
 # --- metrics and rules ---------------------------------------------------------------------------------------------
 
 

@@ -125,6 +125,15 @@ class Objects:
             commits.append(NewCommit(sha, changes))
         return commits
 
+    async def tree_entries(self, rev: str, folder: str) -> list[tuple[str, str]]:
+        """(mode, path) of every entry under ``folder`` at ``rev``, recursively."""
+        out = await self.out("ls-tree", "-r", "-z", rev, "--", folder)
+        entries = []
+        for record in out.split("\0")[:-1]:
+            meta, path = record.split("\t", 1)
+            entries.append((meta.split(" ", 1)[0], path))
+        return entries
+
     async def read_file(self, rev: str, path: str) -> bytes | None:
         code, out, _ = await self.git("cat-file", "blob", f"{rev}:{path}", check=False)
         return out if code == 0 else None

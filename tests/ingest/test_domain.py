@@ -116,6 +116,12 @@ def test_route_commits_touch_only_their_folder():
     refused(domain.check_route_commits, "fast", [NewCommit(SHA_A, (("routes/slow/x.py",),))], match="routes/slow")
 
 
+def test_route_folders_hold_regular_files_only():
+    domain.check_route_files("fast", [("100644", "routes/fast/a.py"), ("100755", "routes/fast/run.sh")])
+    refused(domain.check_route_files, "fast", [("120000", "routes/fast/a.py")], reason="not_a_file", match="symlink")
+    refused(domain.check_route_files, "fast", [("160000", "routes/fast/sub")], match="submodule")
+
+
 def test_metrics_validation():
     good = domain.parse_metrics("routes/r/metrics.json", '{"score": 1.5, "cost": 20, "subtasks": [{"id": "x"}]}')
     assert (good.score, good.cost, good.subtasks) == (1.5, 20.0, [{"id": "x"}])

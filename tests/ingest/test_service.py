@@ -155,6 +155,17 @@ async def test_route_commits_stay_in_their_folder(stack, tmp_path):
     )
     assert "touches" in details
     assert counter("path_outside_route") == before + 1
+    work.git("reset", "-q", "--hard", base)
+    (work.path / "routes" / "paths").mkdir(parents=True)
+    os.symlink("../../scienceslack.json", work.path / "routes" / "paths" / "matmul.py")
+    work.git("add", "-A")
+    work.git("commit", "-q", "-m", "a symlink out of the route")
+    await refused(
+        stack,
+        push(stack, "bob/agent-1", "routes/paths", work.bundle("refs/heads/routes/paths", base)),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "routes/paths/matmul.py is a symlink",
+    )
     other = WorkClone(work.path, "bob/agent-1")
     other.git("reset", "-q", "--hard", base)
     other.commit({"routes/triton/evil.py": "x"})
