@@ -24,7 +24,8 @@ async def main() -> None:
     configure_logging("ingest")
     settings = Settings.from_env()
     log = await EventLog.connect(settings.database_url)
-    ingest = Ingest(log, hosted_repo(settings), max_bundle_bytes=max_bundle_bytes())
+    limit = max_bundle_bytes()
+    ingest = Ingest(log, hosted_repo(settings), max_bundle_bytes=limit)
     await ingest.start()
     await serve(
         "ingest",
@@ -33,6 +34,8 @@ async def main() -> None:
         metrics_port=METRICS_PORTS["ingest"],
         pool=log.pool,
         on_stop=[log.close],
+        # A unary Push carries the whole bundle in one message: let it reach the size check, which names the limit.
+        options=[("grpc.max_receive_message_length", limit + 1024 * 1024)],
     )
 
 
