@@ -11,10 +11,10 @@ import asyncpg
 import grpc
 import pytest
 from kernelboard.v1 import events_pb2, ingest_pb2_grpc
-from services.common.eventlog import EventLog
-from services.common.grpcserver import start_server
 
 from services.common import auth
+from services.common.eventlog import EventLog
+from services.common.grpcserver import start_server
 from services.ingest.api import add_to_server
 from services.ingest.app import Ingest
 from services.ingest.gitrepo import HostedRepo
@@ -57,6 +57,7 @@ class Stack:
     stub: ingest_pb2_grpc.IngestStub
     tokens: dict[str, str]
     port: int
+    database_url: str
 
     def md(self, who: str):
         return (("authorization", f"Bearer {self.tokens[who]}"),)
@@ -92,7 +93,7 @@ async def stack(database, tmp_path_factory):
             tokens[name] = await auth.issue_token(conn, name)
     started = await start_server("ingest", lambda server: add_to_server(server, ingest), port=0, pool=log.pool)
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{started.port}")
-    yield Stack(log, ingest, home, ingest_pb2_grpc.IngestStub(channel), tokens, started.port)
+    yield Stack(log, ingest, home, ingest_pb2_grpc.IngestStub(channel), tokens, started.port, database)
     await channel.close()
     await started.stop(0)
     await log.close()
