@@ -121,6 +121,7 @@ async def main() -> dict:
         return {
             "command": "PYTHONPATH=$PWD:$PWD/protos .venv/bin/python bench/ingest/push_bench.py",
             "machine": f"{platform.node()} {platform.machine()} {os.cpu_count()} cpus, python {sys.version.split()[0]}",
+            "load_average_1m": round(os.getloadavg()[0], 2),  # the machine is shared: read latencies with this
             "small_push_sequential": percentiles(small),
             "large_push": large,
             "concurrent_8_routes": {

@@ -95,10 +95,7 @@ class Ingest:
         """Move the git ref to its recorded value. Reading the truth under the lock makes concurrent syncs converge
         on the latest value whatever order they run in."""
         async with self._git_refs:
-            truth = await store.ref_value(self.pool, ref)
-            current = (await self.repo.refs()).get(ref, "")
-            if truth != current:
-                await self.repo.update_refs([(ref, truth, current)])
+            await self.repo.set_ref(ref, await store.ref_value(self.pool, ref))
 
     # --- push ------------------------------------------------------------------------------------------------------
 

@@ -6,7 +6,7 @@ three-way merge; and an object-directory quarantine (GIT_OBJECT_DIRECTORY + GIT_
 receive-pack does it) lets every check run on a pushed bundle before any of its objects enter the repository. git
 2.39 is installed everywhere the service runs; no new Python dependency.
 
-Postgres holds the truth for ref values (services/ingest/store.py); the git refs follow it (`update_refs`,
+Postgres holds the truth for ref values (services/ingest/store.py); the git refs follow it (`set_ref`,
 `reconcile`).
 """
 
@@ -217,6 +217,9 @@ class HostedRepo(Objects):
             else:
                 lines.append(f"delete {ref} {old}")
         await self.git("update-ref", "--stdin", stdin=("\n".join(["start", *lines, "commit"]) + "\n").encode())
+
+    async def set_ref(self, ref: str, sha: str) -> None:
+        await self.git("update-ref", ref, sha)
 
     async def reconcile(self, truth: Mapping[str, str]) -> list[str]:
         """Make the git refs equal Postgres's: after a crash between the transaction and the git update, the ref

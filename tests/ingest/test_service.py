@@ -9,8 +9,8 @@ import grpc
 import pytest
 from kernelboard.v1 import events_pb2, ingest_pb2
 from prometheus_client import REGISTRY
-from services.common.eventlog import payload_of
 
+from services.common.eventlog import payload_of
 from services.ingest import store
 from services.ingest.app import Ingest
 from services.ingest.gitrepo import HostedRepo
@@ -461,10 +461,10 @@ async def test_a_crash_between_commit_and_git_update_is_reconciled_at_start(stac
     base = work.head()
     sha = work.commit({"routes/crash/a.py": "1"})
 
-    async def crash(updates):
+    async def crash(ref, sha):
         raise SystemError("killed after the postgres commit, before the git ref moved")
 
-    monkeypatch.setattr(stack.ingest.repo, "update_refs", crash)
+    monkeypatch.setattr(stack.ingest.repo, "set_ref", crash)
     with pytest.raises(grpc.aio.AioRpcError):
         await push(stack, "alice", "routes/crash", work.bundle("refs/heads/routes/crash", base))
     monkeypatch.undo()
