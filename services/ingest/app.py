@@ -208,30 +208,34 @@ class Ingest:
             changed_paths=checked.changed_paths,
             owner=domain.owner_of(actor),
         )
+        # Everything is computed before the transaction, and the appends come last in it: an append holds the log's
+        # position lock until the commit.
+        appends = [(target.stream, commit)]
+        if checked.metrics:
+            version = (await self.rules_at_tag()).get("benchmark", {}).get("version", 0)
+            appends += [
+                (f"route:{route}", self._metrics_event(actor, route, checked.new, reported, version))
+                for route, reported in checked.metrics.items()
+            ]
+        if checked.rules:
+            version, text = checked.rules
+            approved = events_pb2.RulesApproved(
+                rules_commit=checked.new, previous_commit=checked.old, benchmark_version=version, rules_json=text
+            )
+            appends.append(("rules", approved))
         async with self.pool.acquire() as conn, conn.transaction():
             try:
                 await store.move_ref(conn, target.ref, checked.old, checked.new, actor.name)
             except store.RefMoved as err:
                 raise Refusal("ABORTED", "conflict", str(err)) from None
-            appended = await self.log.append(target.stream, None, [NewEvent(commit, actor.name)], conn=conn)
-            if checked.metrics:
-                version = (await self.rules_at_tag(conn)).get("benchmark", {}).get("version", 0)
-                for route, reported in checked.metrics.items():
-                    await self.log.append(
-                        f"route:{route}",
-                        None,
-                        [NewEvent(self._metrics_event(actor, route, checked.new, reported, version), actor.name)],
-                        conn=conn,
-                    )
             if checked.rules:
-                version, text = checked.rules
-                approved = events_pb2.RulesApproved(
-                    rules_commit=checked.new, previous_commit=checked.old, benchmark_version=version, rules_json=text
-                )
-                await self.log.append("rules", None, [NewEvent(approved, actor.name)], conn=conn)
-                synced = await auth.set_maintainers(conn, load_rules(text).maintainers)
+                synced = await auth.set_maintainers(conn, load_rules(checked.rules[1]).maintainers)
                 if synced.promoted or synced.demoted:
                     log.info("maintainers changed with the rules", promoted=synced.promoted, demoted=synced.demoted)
+            appended = [
+                (await self.log.append(stream, None, [NewEvent(payload, actor.name)], conn=conn))[0]
+                for stream, payload in appends
+            ]
         await self._sync_git_ref(target.ref)
         log.info("push accepted", ref=target.ref, sha=checked.new, parent=checked.old, actor=actor.name)
         return PushResult(
@@ -309,8 +313,7 @@ class Ingest:
             ]
         if not wanted:
             raise Refusal("FAILED_PRECONDITION", "no_main", "the hosted repository is empty: nothing to fetch")
-        async with self._git_refs:
-            return await self.repo.create_bundle(wanted)
+        return await self.repo.create_bundle(wanted)
 
     # --- pull requests ---------------------------------------------------------------------------------------------
 
@@ -321,6 +324,7 @@ class Ingest:
         if await self.repo.is_ancestor(head, main):
             raise Refusal("FAILED_PRECONDITION", "nothing_to_merge", f"route {route.route!r} brings nothing main lacks")
         title = title.strip() or f"Merge route {route.route}"
+        changed = await self.repo.changed_paths(await self.repo.merge_base(main, head), head)  # what the route brings
         async with self.pool.acquire() as conn, conn.transaction():
             number = await store.insert_pull(conn, route.route, head, domain.MAIN_REF, title, actor.name)
             target = domain.parse_ref(domain.pull_ref(number))
@@ -339,7 +343,7 @@ class Ingest:
                 kind=events_pb2.COMMIT_KIND_PULL,
                 route=route.route,
                 pull_number=number,
-                changed_paths=await self.repo.changed_paths(main, head),
+                changed_paths=changed,
                 owner=domain.owner_of(actor),
             )
             await self.log.append(

@@ -101,6 +101,9 @@ class Objects:
             raise GitError(("merge-base", "--is-ancestor"), code, err)
         return code == 0
 
+    async def merge_base(self, a: str, b: str) -> str:
+        return (await self.out("merge-base", a, b)).strip()
+
     async def is_connected(self, tip: str) -> bool:
         """Every object reachable from ``tip`` is present (bundle unbundle checks prerequisites, not completeness)."""
         code, _, _ = await self.git("rev-list", "--objects", "--quiet", tip, "--not", "--all", check=False)

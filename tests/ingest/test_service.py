@@ -343,6 +343,8 @@ async def test_pull_request_review_and_merge(stack, tmp_path):
     )
     pull = await stack.stub.OpenPullRequest(open_, metadata=stack.md("bob/agent-1"))
     assert (pull.state, pull.author) == ("open", "bob/agent-1")
+    opened = [payload_of(e) for e in await stack.events("CommitIngested") if payload_of(e).pull_number == pull.number]
+    assert [list(c.changed_paths) for c in opened] == [["routes/merge-me/matmul.py"]]
     assert (await stack.ingest.repo.refs())[f"refs/pull/{pull.number}/head"] == pull.head_sha
     review = ingest_pb2.ReviewRequest(number=pull.number, verdict=events_pb2.REVIEW_VERDICT_COMMENT, body="looks fun")
     await stack.stub.Review(review, metadata=stack.md("mallory"))
