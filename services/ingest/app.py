@@ -415,13 +415,14 @@ class Ingest:
         self, actor: Actor, name: str, kind: int, ttl_s: int, member: bool
     ) -> tuple[str, auth.Principal, bool]:
         name = name or actor.name
-        kind = kind or (domain.AGENT if "/" in name else domain.PERSON)
-        domain.check_token_grant(actor, name, kind, member)
         if ttl_s < 0:
             raise domain.invalid("ttl", f"ttl_seconds must be >= 0, got {ttl_s}")
         async with self.pool.acquire() as conn, conn.transaction():
             principal = await auth.get_principal(conn, name)
             registered = principal is None
+            if not kind:
+                kind = principal.kind if principal else domain.AGENT if "/" in name else domain.PERSON
+            domain.check_token_grant(actor, name, kind, member)
             if registered:
                 role = domain.role_for(name, kind, (await self.rules_at_tag(conn)).get("maintainers", ()), member)
                 owner = domain.owner_from_name(name, kind)

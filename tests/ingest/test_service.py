@@ -397,6 +397,14 @@ async def test_tokens(stack):
         grpc.StatusCode.PERMISSION_DENIED,
         "only people",
     )
+    service = await stack.stub.CreateToken(create(name="system:scheduler"), metadata=stack.md("curator"))
+    assert (service.registered, service.principal.kind) == (False, events_pb2.PRINCIPAL_KIND_SERVICE)
+    await refused(
+        stack,
+        stack.stub.CreateToken(create(name="system:scheduler"), metadata=stack.md("alice")),
+        grpc.StatusCode.PERMISSION_DENIED,
+        "only for itself",
+    )
     newcomer = await stack.stub.CreateToken(create(name="carol", member=True), metadata=stack.md("curator"))
     assert newcomer.principal.role == events_pb2.ROLE_MEMBER
     await refused(
