@@ -212,6 +212,18 @@ async def test_bad_bundles(stack, tmp_path):
         "exceeds the limit",
     )
     assert counter("too_large") == before + 1
+    oversized = work.bundle("refs/heads/routes/bundles", base)
+
+    def chunks():
+        for offset in range(0, len(oversized), 64 * 1024):
+            yield ingest_pb2.PushChunk(
+                ref="routes/bundles" if offset == 0 else "", data=oversized[offset : offset + 65536]
+            )
+
+    await refused(
+        stack, stack.stub.PushStream(chunks(), metadata=stack.md("bob")), grpc.StatusCode.RESOURCE_EXHAUSTED, "limit"
+    )
+    assert counter("too_large") == before + 2
     assert REGISTRY.get_sample_value("kb_ingest_bundle_bytes_count") > 0
     assert REGISTRY.get_sample_value("kb_ingest_push_seconds_count", {"result": "refused"}) > 0
     stranger = WorkClone.init(tmp_path / "stranger", "bob")
