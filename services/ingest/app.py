@@ -237,7 +237,14 @@ class Ingest:
                 for stream, payload in appends
             ]
         await self._sync_git_ref(target.ref)
-        log.info("push accepted", ref=target.ref, sha=checked.new, parent=checked.old, actor=actor.name)
+        log.info(
+            "push accepted",
+            ref=target.ref,
+            sha=checked.new,
+            parent=checked.old,
+            actor=actor.name,
+            event_id=appended[0].event_id,
+        )
         return PushResult(
             target.ref,
             checked.new,
