@@ -99,11 +99,11 @@ class IngestServicer(ingest_pb2_grpc.IngestServicer):
 
     @answers
     async def Fetch(self, request, context):
-        return ingest_pb2.FetchReply(bundle=await self.ingest.fetch(list(request.refs)))
+        return ingest_pb2.FetchReply(bundle=await self.ingest.fetch(list(request.refs), list(request.have)))
 
     async def FetchStream(self, request, context):
         try:
-            bundle = await self.ingest.fetch(list(request.refs))
+            bundle = await self.ingest.fetch(list(request.refs), list(request.have))
         except Refusal as refusal:
             await context.abort(grpc.StatusCode[refusal.code], refusal.message)
         for offset in range(0, len(bundle), CHUNK_BYTES):

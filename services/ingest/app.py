@@ -304,8 +304,9 @@ class Ingest:
 
     # --- fetch -----------------------------------------------------------------------------------------------------
 
-    async def fetch(self, refs: list[str]) -> bytes:
-        """A bundle of the named refs (default: main, the tag checks and every route)."""
+    async def fetch(self, refs: list[str], have: list[str] = ()) -> bytes:
+        """A bundle of the named refs (default: main, the tag checks and every route), without what the caller's
+        ``have`` commits reach; empty when they reach everything."""
         recorded = await store.ref_values(self.pool)
         if refs:
             wanted = [domain.parse_ref(name).ref for name in refs]
@@ -320,7 +321,8 @@ class Ingest:
             ]
         if not wanted:
             raise Refusal("FAILED_PRECONDITION", "no_main", "the hosted repository is empty: nothing to fetch")
-        return await self.repo.create_bundle(wanted)
+        known = await self.repo.known_commits([sha for sha in have if domain.OBJECT_ID.match(sha)])
+        return await self.repo.create_bundle(wanted, exclude=known)
 
     # --- pull requests ---------------------------------------------------------------------------------------------
 

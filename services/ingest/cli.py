@@ -160,17 +160,22 @@ def cmd_routes(args):
 # --- clone, fetch, push --------------------------------------------------------------------------------------------
 
 
-def fetch_bundle(target: Path, refs=()) -> int:
+def fetch_bundle(target: Path, have=()) -> int:
+    """Write the service's bundle (main, the tag checks, every route; without what ``have`` reaches) to ``target``;
+    returns its size, 0 (and nothing written) when ``have`` already reaches everything."""
     from kernelboard.v1 import ingest_pb2
 
     target.parent.mkdir(parents=True, exist_ok=True)
     received = 0
     with tempfile.NamedTemporaryFile(dir=target.parent, delete=False) as out:
-        for chunk in stub().FetchStream(ingest_pb2.FetchRequest(refs=list(refs)), metadata=metadata()):
+        for chunk in stub().FetchStream(ingest_pb2.FetchRequest(have=list(have)), metadata=metadata()):
             out.write(chunk.data)
             received += len(chunk.data)
             progress("received", received, chunk.total_bytes)
-    os.replace(out.name, target)
+    if received:
+        os.replace(out.name, target)
+    else:
+        os.unlink(out.name)
     return received
 
 
@@ -204,26 +209,24 @@ def repo_root(path: str | None) -> Path:
     return Path(root)
 
 
-def refresh_origin(root: Path) -> None:
+def refresh_origin(root: Path) -> int:
+    """Fetch what origin gained since the last fetch (an incremental bundle) into refs/remotes/origin/*."""
+    known = git("for-each-ref", "--format=%(objectname)", "refs/remotes/origin", "refs/tags", cwd=root).split()
     kept = root / ".git" / "kb" / "origin.bundle"
-    fetch_bundle(kept)
-    git("remote", "set-url", "origin", str(kept), cwd=root)
-    git(
-        "fetch",
-        "--quiet",
-        "--prune",
-        "origin",
-        "+refs/heads/*:refs/remotes/origin/*",
-        "+refs/tags/*:refs/tags/*",
-        cwd=root,
-    )
+    size = fetch_bundle(kept, have=sorted(set(known)))
+    if size:
+        git("remote", "set-url", "origin", str(kept), cwd=root)
+        # No --prune: an incremental bundle leaves out the refs that did not move.
+        git("fetch", "--quiet", "origin", "+refs/heads/*:refs/remotes/origin/*", "+refs/tags/*:refs/tags/*", cwd=root)
+    return size
 
 
 @handler
 def cmd_fetch(args):
     root = repo_root(args.C)
-    refresh_origin(root)
-    emit(args, {"dir": str(root)}, f"fetched origin into {root} (refs/remotes/origin/*)")
+    size = refresh_origin(root)
+    human = f"fetched {size} bytes into {root} (refs/remotes/origin/*)" if size else "up to date"
+    emit(args, {"dir": str(root), "bytes": size}, human)
 
 
 def target_ref(name: str) -> str:

@@ -234,11 +234,26 @@ class HostedRepo(Objects):
             await self.update_refs(updates)
         return sorted(ref for ref, _, _ in updates)
 
+    async def known_commits(self, shas: Sequence[str]) -> list[str]:
+        """The commits among ``shas`` that this repository has (a caller's claims, checked)."""
+        if not shas:
+            return []
+        out = await self.out(
+            "cat-file", "--batch-check=%(objectname) %(objecttype)", stdin="\n".join(shas).encode() + b"\n"
+        )
+        return [line.split()[0] for line in out.splitlines() if line.endswith(" commit")]
+
     async def create_bundle(self, refs: Sequence[str], exclude: Sequence[str] = ()) -> bytes:
+        """A bundle of ``refs`` without what ``exclude`` reaches; empty when that leaves nothing to send."""
         args = ["bundle", "create", "--quiet", "-", *refs]
         if exclude:
             args += ["--not", *exclude]
-        return (await self.git(*args))[1]
+        code, out, err = await self.git(*args, check=False)
+        if code != 0 and "empty bundle" in err:
+            return b""
+        if code != 0:
+            raise GitError(("bundle", "create"), code, err)
+        return out
 
     async def commit_files(
         self, parent: str, files: Mapping[str, bytes], message: str, author: str, *, remove_prefix: str = ""

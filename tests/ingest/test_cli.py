@@ -92,11 +92,13 @@ async def test_agent_workflow_from_login_to_merge_and_rules_approval(stack, tmp_
     last = payload_of((await stack.events("RulesApproved"))[-1])
     assert last.rules_commit == merged["merge_sha"]
 
-    await kb("fetch", "-C", str(clone))
+    fetched = await kb.json("fetch", "-C", str(clone))
+    assert 0 < fetched["bytes"] < (tmp_path / "main" / ".git" / "kb" / "origin.bundle").stat().st_size
     tracking = subprocess.run(
         ["git", "-C", str(clone), "rev-parse", "origin/main"], check=True, capture_output=True, text=True
     ).stdout.strip()
     assert tracking == merged["merge_sha"]
+    assert (await kb("fetch", "-C", str(clone)))[1].strip() == "up to date"
 
 
 async def test_tokens_from_the_cli(stack, tmp_path):

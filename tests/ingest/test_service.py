@@ -469,6 +469,11 @@ async def test_fetch_stream_clones_everything(stack, tmp_path):
     )
     names = {line.split()[1] for line in heads.stdout.splitlines()}
     assert {"refs/heads/main", "refs/tags/checks", "refs/heads/routes/triton"} <= names
+    main = (await store.ref_values(stack.log.pool))["refs/heads/main"]
+    unchanged = await stack.stub.Fetch(
+        FETCH(refs=["main"], have=[main, "nonsense", "f" * 40]), metadata=stack.md("bob")
+    )
+    assert unchanged.bundle == b""
     await refused(
         stack,
         stack.stub.Fetch(FETCH(refs=["routes/none"]), metadata=stack.md("bob")),

@@ -70,10 +70,12 @@ class PushReply(_message.Message):
     def __init__(self, ref: _Optional[str] = ..., sha: _Optional[str] = ..., parent: _Optional[str] = ..., event_id: _Optional[str] = ..., changed_paths: _Optional[_Iterable[str]] = ..., metrics_reported: _Optional[bool] = ..., rules_approved: _Optional[bool] = ...) -> None: ...
 
 class FetchRequest(_message.Message):
-    __slots__ = ("refs",)
+    __slots__ = ("refs", "have")
     REFS_FIELD_NUMBER: _ClassVar[int]
+    HAVE_FIELD_NUMBER: _ClassVar[int]
     refs: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, refs: _Optional[_Iterable[str]] = ...) -> None: ...
+    have: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, refs: _Optional[_Iterable[str]] = ..., have: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class FetchReply(_message.Message):
     __slots__ = ("bundle",)
