@@ -85,6 +85,7 @@ class Ingest:
     async def start(self) -> list[str]:
         """Create the repository if new and bring its refs in step with Postgres; returns the refs it repaired."""
         await self.repo.init()
+        self.repo.clear_quarantine()
         async with self._git_refs:
             repaired = await self.repo.reconcile(await store.ref_values(self.pool))
         if repaired:

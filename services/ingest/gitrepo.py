@@ -14,6 +14,7 @@ import asyncio
 import os
 import shutil
 import tempfile
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -22,6 +23,7 @@ from pathlib import Path
 from services.ingest.domain import NewCommit
 
 MANAGED_NAMESPACES = ("refs/heads/", "refs/tags/", "refs/jobs/", "refs/pull/")
+QUARANTINE_DIR = "kb-quarantine"
 
 
 class GitError(Exception):
@@ -191,9 +193,18 @@ class HostedRepo(Objects):
         # Objects migrate in before their ref moves: never let an automatic gc prune them in that window.
         await self.git("config", "gc.auto", "0")
 
+    def clear_quarantine(self, older_than_s: float = 3600) -> None:
+        """Remove what pushes interrupted by a crash left in quarantine. Only old entries: another process on the
+        same repository (the seed beside a running server) may be checking a push right now."""
+        root = self.path / QUARANTINE_DIR
+        if root.exists():
+            for entry in root.iterdir():
+                if time.time() - entry.stat().st_mtime > older_than_s:
+                    shutil.rmtree(entry, ignore_errors=True)
+
     @asynccontextmanager
     async def quarantine(self, bundle: bytes):
-        root = self.path / "kb-quarantine"
+        root = self.path / QUARANTINE_DIR
         root.mkdir(exist_ok=True)
         directory = Path(tempfile.mkdtemp(prefix=f"{uuid.uuid4().hex[:8]}-", dir=root))
         try:

@@ -4,6 +4,7 @@ import asyncio
 import json
 import os
 import subprocess
+import time
 
 import grpc
 import pytest
@@ -503,10 +504,14 @@ async def test_a_crash_between_commit_and_git_update_is_reconciled_at_start(stac
     subprocess.run(
         ["git", f"--git-dir={stack.ingest.repo.path}", "update-ref", "refs/heads/routes/ghost", sha], check=True
     )
+    stale = stack.ingest.repo.path / "kb-quarantine" / "interrupted-push"
+    stale.mkdir(parents=True)
+    os.utime(stale, (time.time() - 7200, time.time() - 7200))
     restarted = Ingest(stack.log, HostedRepo(stack.ingest.repo.path))
     assert await restarted.start() == ["refs/heads/routes/crash", "refs/heads/routes/ghost"]
     git_refs = await stack.ingest.repo.refs()
     assert git_refs["refs/heads/routes/crash"] == sha and "refs/heads/routes/ghost" not in git_refs
     assert git_refs == await store.ref_values(stack.log.pool)
+    assert not stale.exists()
     work.commit({"routes/crash/a.py": "2"})
     assert (await push(stack, "alice", "routes/crash", work.bundle("refs/heads/routes/crash", sha))).parent == sha
