@@ -93,10 +93,6 @@ class Objects:
         code, out, _ = await self.git("cat-file", "-t", rev, check=False)
         return out.decode().strip() if code == 0 else None
 
-    async def peel_commit(self, rev: str) -> str | None:
-        code, out, _ = await self.git("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}", check=False)
-        return out.decode().strip() if code == 0 else None
-
     async def is_ancestor(self, ancestor: str, descendant: str) -> bool:
         code, _, err = await self.git("merge-base", "--is-ancestor", ancestor, descendant, check=False)
         if code not in (0, 1):
