@@ -192,11 +192,11 @@ def parse_bundle_header(data: bytes) -> BundleHeader:
         line = raw.decode("utf-8", "replace")
         if not line:
             continue
+        if line.startswith("@filter="):
+            raise invalid("malformed_bundle", "malformed bundle: a filtered (partial) bundle is not accepted")
         if line.startswith("@"):
-            if line not in ("@object-format=sha1",) and not line.startswith("@filter="):
+            if line != "@object-format=sha1":
                 raise invalid("malformed_bundle", f"malformed bundle: unsupported capability {line!r}")
-            if line.startswith("@filter="):
-                raise invalid("malformed_bundle", "malformed bundle: a filtered (partial) bundle is not accepted")
             continue
         if line.startswith("-"):
             oid = line[1:].split(" ", 1)[0]

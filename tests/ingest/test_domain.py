@@ -91,6 +91,14 @@ def test_malformed_bundles_are_refused(data):
     refused(domain.parse_bundle_header, data, code="INVALID_ARGUMENT", reason="malformed_bundle")
 
 
+def test_bundle_capabilities():
+    v3 = b"# v3 git bundle\n@object-format=sha1\n" + f"{SHA_B} refs/heads/main\n\n".encode() + b"PACK"
+    assert domain.parse_bundle_header(v3).refs == ((SHA_B, "refs/heads/main"),)
+    for capability in (b"@filter=blob:none", b"@object-format=sha256"):
+        data = b"# v3 git bundle\n" + capability + b"\n" + f"{SHA_B} refs/heads/main\n\n".encode() + b"PACK"
+        refused(domain.parse_bundle_header, data, reason="malformed_bundle")
+
+
 def test_size_limit():
     domain.check_size(10, 10)
     refused(domain.check_size, 11, 10, code="RESOURCE_EXHAUSTED", reason="too_large", match="11 bytes")
