@@ -18,7 +18,7 @@ from services.cli.client import NotSignedIn, channel, metadata, save_token
 
 CHUNK_BYTES = 256 * 1024
 PROGRESS_FROM_BYTES = 1024 * 1024
-VERDICTS = {"approve": 1, "request_changes": 2, "comment": 3}
+VERDICTS = ("approve", "request_changes", "comment")  # events.proto's ReviewVerdict, REVIEW_VERDICT_<NAME>
 
 
 class CliError(Exception):
@@ -344,9 +344,10 @@ def cmd_pr_open(args):
 
 @handler
 def cmd_pr_review(args):
-    from kernelboard.v1 import ingest_pb2
+    from kernelboard.v1 import events_pb2, ingest_pb2
 
-    request = ingest_pb2.ReviewRequest(number=args.number, verdict=VERDICTS[args.verdict], body=args.message)
+    verdict = events_pb2.ReviewVerdict.Value(f"REVIEW_VERDICT_{args.verdict.upper()}")
+    request = ingest_pb2.ReviewRequest(number=args.number, verdict=verdict, body=args.message)
     p = stub().Review(request, metadata=metadata())
     emit(args, pull_dict(p), f"reviewed #{p.number}: {args.verdict}")
 
