@@ -19,16 +19,16 @@ from pathlib import Path
 
 import grpc
 from kernelboard.v1 import events_pb2, ingest_pb2, ingest_pb2_grpc
+
+from services.common import auth
 from services.common.eventlog import EventLog
 from services.common.grpcserver import start_server
 from services.common.logs import configure_logging
-
-from services.common import auth
 from services.ingest.api import add_to_server
 from services.ingest.app import Ingest
 from services.ingest.gitrepo import HostedRepo
 from services.ingest.seed import seed
-from tests.ingest.conftest import create_database, drop_database
+from tests.ingest.databases import create_database, drop_database
 from tests.ingest.gitwork import WorkClone
 
 CHUNK = 256 * 1024

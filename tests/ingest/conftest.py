@@ -2,12 +2,9 @@
 the gRPC server on an ephemeral port, the seeded main/checks/triton, and the cast: two people with an agent each
 (alice, bob), a maintainer (curator) and an outsider (mallory)."""
 
-import os
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-import asyncpg
 import grpc
 import pytest
 from kernelboard.v1 import events_pb2, ingest_pb2_grpc
@@ -19,27 +16,9 @@ from services.ingest.api import add_to_server
 from services.ingest.app import Ingest
 from services.ingest.gitrepo import HostedRepo
 from services.ingest.seed import seed
+from tests.ingest.databases import create_database, drop_database
 
-PG_ADMIN = os.environ.get("KB_TEST_PG_ADMIN", "postgresql://root@127.0.0.1:5432/postgres")
 MAX_BUNDLE_BYTES = 512 * 1024
-
-
-async def create_database() -> tuple[str, str]:
-    name = f"kb_test_ingest_{uuid.uuid4().hex[:10]}"
-    conn = await asyncpg.connect(PG_ADMIN)
-    try:
-        await conn.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await conn.close()
-    return name, PG_ADMIN.rsplit("/", 1)[0] + "/" + name
-
-
-async def drop_database(name: str) -> None:
-    conn = await asyncpg.connect(PG_ADMIN)
-    try:
-        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await conn.close()
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import sys
 from services.common.eventlog import EventLog
 from services.ingest import store
 from services.ingest.gitrepo import HostedRepo
-from tests.ingest.conftest import create_database, drop_database
+from tests.ingest.databases import create_database, drop_database
 
 
 async def run_seed(env) -> dict:
