@@ -10,7 +10,7 @@ import re
 import shlex
 from dataclasses import dataclass, field, replace
 
-from kernelboard.v1 import events_pb2
+from kernelboard.v1 import events_pb2, scheduler_pb2
 
 # Slurm's terminal states, each handled: the job is over and its directory becomes a commit.
 FINISHED_STATES = frozenset(
@@ -296,10 +296,11 @@ class QueueRecord:
     job_id: str
     state: str
     reason: str
+    name: str = ""
 
 
 SACCT_FORMAT = "JobID,State,ExitCode,ElapsedRaw,CPUTimeRAW"
-SQUEUE_FORMAT = "%i|%T|%r"
+SQUEUE_FORMAT = "%i|%T|%r|%j"
 
 
 def parse_sacct(text: str) -> dict[str, SacctRecord]:
@@ -332,11 +333,11 @@ def parse_squeue(text: str) -> dict[str, QueueRecord]:
     for line in text.splitlines():
         if not line.strip():
             continue
-        fields = line.split("|")
-        if len(fields) != 3:
-            raise ValueError(f"squeue line with {len(fields)} fields, expected 3: {line!r}")
-        job_id, state, reason = fields
-        records[job_id] = QueueRecord(job_id=job_id, state=state, reason="" if reason == "None" else reason)
+        fields = line.split("|", 3)
+        if len(fields) != 4:
+            raise ValueError(f"squeue line with {len(fields)} fields, expected 4: {line!r}")
+        job_id, state, reason, name = fields
+        records[job_id] = QueueRecord(job_id=job_id, state=state, reason="" if reason == "None" else reason, name=name)
     return records
 
 
@@ -369,6 +370,7 @@ class JobView:
     result_sha: str = ""
     excluded: tuple[str, ...] = field(default_factory=tuple)
     submitted_at: float = 0.0  # seconds since the epoch, for the held-age metric
+    finished_at: float = 0.0  # also the result commit's date, so that a rebuilt commit has the same sha
 
     @property
     def needs_result(self) -> bool:
@@ -412,10 +414,39 @@ def fold(view: JobView, event: events_pb2.Event) -> JobView:
             signal=payload.signal,
             elapsed_s=payload.elapsed_s,
             cpu_seconds=payload.cpu_seconds,
+            finished_at=event.occurred_at.ToSeconds(),
         )
     if kind == "job_result_committed":
         return replace(view, result_ref=payload.ref, result_sha=payload.sha, excluded=tuple(payload.excluded))
     return view
+
+
+def job_message(view: JobView) -> scheduler_pb2.Job:
+    """The API's picture of a job."""
+    return scheduler_pb2.Job(
+        job_id=view.job_id,
+        route=view.route,
+        ref=view.ref,
+        sha=view.sha,
+        script_path=view.script_path,
+        owner=view.owner,
+        state=view.state,
+        reason=view.reason,
+        held=view.held,
+        exit_code=view.exit_code,
+        elapsed_s=view.elapsed_s,
+        cpu_seconds=view.cpu_seconds,
+        result_ref=view.result_ref,
+        result_sha=view.result_sha,
+        resources=view.resources,
+        work_dir=view.work_dir,
+        signal=view.signal,
+        finished=view.finished,
+        submitted_by=view.submitted_by,
+        released_by=view.released_by,
+        excluded=list(view.excluded),
+        version=view.version,
+    )
 
 
 def fold_stream(job_id: str, events) -> JobView:

@@ -88,9 +88,11 @@ class HostedRepo:
             raise GitError(f"tar: {stderr.decode(errors='replace').strip()}")
 
     async def commit_result(
-        self, work_dir: Path, parent: str, job_id: str, message: str, *, max_file_bytes: int
+        self, work_dir: Path, parent: str, job_id: str, message: str, *, max_file_bytes: int, date: int | None = None
     ) -> ResultCommit:
         """The job directory as a commit on top of parent, less .gitignore'd files and files over max_file_bytes."""
+        if not work_dir.is_dir():
+            raise GitError(f"job directory {work_dir} is gone")
         scratch = Path(tempfile.mkdtemp(prefix=f"kb-job-{job_id}-"))
         try:
             await _git("init", "-q", "--bare", str(scratch))
@@ -104,6 +106,8 @@ class HostedRepo:
                 "GIT_COMMITTER_NAME": SCHEDULER_IDENTITY,
                 "GIT_COMMITTER_EMAIL": "scheduler@kernelboard.local",
             }
+            if date is not None:  # a fixed date: the same directory always gives the same commit
+                env["GIT_AUTHOR_DATE"] = env["GIT_COMMITTER_DATE"] = f"@{date} +0000"
             await _git("read-tree", parent, env=env)
             await _git("add", "-A", "--", ".", env=env, timeout_s=300)
             excluded = []

@@ -122,8 +122,11 @@ def test_sacct_lines():
 
 
 def test_squeue_lines():
-    records = domain.parse_squeue("20|PENDING|JobHeldAdmin\n21|RUNNING|None\n")
+    records = domain.parse_squeue("20|PENDING|JobHeldAdmin|kb-a|b\n21|RUNNING|None|kb-x-1\n")
     assert records["20"].reason == "JobHeldAdmin" and records["21"].reason == ""
+    assert records["20"].name == "kb-a|b" and records["21"].name == "kb-x-1"
+    with pytest.raises(ValueError, match="expected 4"):
+        domain.parse_squeue("20|PENDING\n")
 
 
 def envelope(version: int, **payload) -> events_pb2.Event:
