@@ -149,7 +149,7 @@ class JobService:
             raise Refused("NOT_FOUND", f"no job {job_id!r}")
         return view
 
-    def list(self, *, route: str = "", owner: str = "", live_only: bool = False) -> list[JobView]:
+    def list_jobs(self, *, route: str = "", owner: str = "", live_only: bool = False) -> list[JobView]:
         views = [
             view
             for view in self.jobs.values()
@@ -206,8 +206,13 @@ class JobService:
         try:
             await self.repo.export(sha, work_dir)
             started = time.perf_counter()
+            # The submit directory is the script's own folder, as if its owner ran sbatch there in a clone.
+            script_file = work_dir / script_path
             job_id = await self.slurm.submit(
-                str(work_dir / script_path), str(work_dir), job_name=f"kb-{self.config.deployment}-{number}", hold=held
+                str(script_file),
+                str(script_file.parent),
+                job_name=f"kb-{self.config.deployment}-{number}",
+                hold=held,
             )
             SBATCH_SECONDS.observe(time.perf_counter() - started)
         except (SlurmError, GitError) as err:

@@ -50,7 +50,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServicer):
             await context.abort(getattr(grpc.StatusCode, err.code), str(err))
 
     async def ListJobs(self, request, context):
-        views = self.jobs.list(route=request.route, owner=request.owner, live_only=request.live_only)
+        views = self.jobs.list_jobs(route=request.route, owner=request.owner, live_only=request.live_only)
         return scheduler_pb2.ListJobsReply(jobs=[job_message(view) for view in views])
 
     async def WatchJob(self, request, context):
@@ -61,10 +61,12 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServicer):
             await context.abort(getattr(grpc.StatusCode, err.code), str(err))
 
 
-async def scheduler_token(event_log: EventLog) -> str:
-    """KB_SCHEDULER_TOKEN_FILE's token, or a fresh one for system:scheduler (registered on first start)."""
-    if path := os.environ.get("KB_SCHEDULER_TOKEN_FILE"):
-        return Path(path).read_text().strip()
+async def scheduler_token(event_log: EventLog, settings: Settings) -> str:
+    """The token of system:scheduler: KB_SCHEDULER_TOKEN_FILE, else $KB_HOME/scheduler.token (written by ingest's
+    seed); without either, a fresh token for the identity, registered on first start."""
+    path = Path(os.environ.get("KB_SCHEDULER_TOKEN_FILE", settings.home / "scheduler.token"))
+    if path.exists():
+        return path.read_text().strip()
     async with event_log.pool.acquire() as conn:
         if await auth.get_principal(conn, SCHEDULER_IDENTITY) is None:
             try:
@@ -73,12 +75,12 @@ async def scheduler_token(event_log: EventLog) -> str:
                     SCHEDULER_IDENTITY,
                     events_pb2.PRINCIPAL_KIND_SERVICE,
                     SCHEDULER_IDENTITY,
-                    events_pb2.ROLE_MEMBER,
+                    events_pb2.ROLE_SIGNED_IN,
                     log=event_log,
                     actor=SCHEDULER_IDENTITY,
                 )
             except auth.PrincipalExists:
-                pass  # another scheduler registered it first
+                pass  # registered meanwhile by ingest's seed or another scheduler
         return await auth.issue_token(conn, SCHEDULER_IDENTITY, ttl=timedelta(days=30))
 
 
@@ -101,7 +103,7 @@ async def main() -> None:
         event_log,
         Slurm(settings.slurm_conf),
         HostedRepo(config.repo_dir),
-        IngestPusher(settings.grpc_address("ingest"), await scheduler_token(event_log)),
+        IngestPusher(settings.grpc_address("ingest"), await scheduler_token(event_log, settings)),
         config,
     )
     await jobs.load()

@@ -20,6 +20,9 @@ VALUES = {
     "db_user": "u",
     "db_password": "secret",
     "db_name": "acct",
+    "ctld_port": 6817,
+    "slurmd_port": 6818,
+    "dbd_port": 6819,
 }
 
 

@@ -81,6 +81,7 @@ def main(argv=None) -> int:
     parser.add_argument("--db-user", default="kb_slurm")
     parser.add_argument("--db-password-file", required=True)
     parser.add_argument("--db-name", default="kb_slurm_acct")
+    parser.add_argument("--port-base", type=int, default=6817, help="slurmctld; slurmd +1, slurmdbd +2")
     args = parser.parse_args(argv)
 
     try:
@@ -96,6 +97,9 @@ def main(argv=None) -> int:
                 "db_user": args.db_user,
                 "db_password": Path(args.db_password_file).read_text().strip(),
                 "db_name": args.db_name,
+                "ctld_port": args.port_base,
+                "slurmd_port": args.port_base + 1,
+                "dbd_port": args.port_base + 2,
             },
         )
     except (OSError, ValueError, KeyError) as err:

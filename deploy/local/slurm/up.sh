@@ -5,7 +5,8 @@
 #
 # Environment: KB_HOME (default ~/.kernelboard), KB_RULES (default <repo>/scienceslack.json),
 #              KB_SLURM_DB_PORT (default 3306: an existing MariaDB there is reused, else one is started),
-#              KB_SLURM_NO_INSTALL=1 to fail instead of running apt-get.
+#              KB_SLURM_PORT_BASE (default 6817: slurmctld, slurmd = +1, slurmdbd = +2; another base lets a second
+#              cluster run beside the first), KB_SLURM_NO_INSTALL=1 to fail instead of running apt-get.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -15,7 +16,7 @@ STATE="$KB_HOME/slurm"
 ETC="$STATE/etc"
 RULES="${KB_RULES:-$REPO/scienceslack.json}"
 DB_PORT="${KB_SLURM_DB_PORT:-3306}"
-DB_USER=kb_slurm
+PORT_BASE="${KB_SLURM_PORT_BASE:-6817}"
 export SLURM_CONF="$ETC/slurm.conf"
 PYTHON="$(command -v /usr/bin/python3 || command -v python3)"
 
@@ -34,6 +35,16 @@ wait_for() {
 }
 
 alive() { [[ -s "$1" ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
+port_busy() { timeout 3 bash -c "</dev/tcp/127.0.0.1/$1" 2>/dev/null; }
+
+# A daemon of another cluster on our port would make ours die at bind, with the reason only in its log.
+check_port_free() {
+  local name="$1" port="$2"
+  alive "$STATE/run/$name.pid" && return 0
+  port_busy "$port" || return 0
+  die "port $port (for $name) is taken by another Slurm not started from $STATE: use that cluster's SLURM_CONF," \
+    "stop it with its down.sh, or set KB_SLURM_PORT_BASE to run a second cluster"
+}
 mark_started() { grep -qx "$1" "$STATE/run/started" 2>/dev/null || echo "$1" >>"$STATE/run/started"; }
 
 install_packages() {
@@ -94,8 +105,10 @@ start_mariadb() {
   fi
   # One accounting database per cluster state: a fresh state restarts job ids at 1, and old records under the same
   # ids would show up in sacct.
+  # Its own database user too, so that bringing up another cluster never changes this one's password.
   [[ -s "$STATE/db-name" ]] || echo "kb_slurm_acct_$(date +%Y%m%d%H%M%S)_$$" >"$STATE/db-name"
   DB_NAME="$(cat "$STATE/db-name")"
+  DB_USER="kb_slurm_$(echo "$DB_NAME" | md5sum | head -c 10)"
   [[ -s "$STATE/db-password" ]] || (umask 077 && head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$STATE/db-password")
   local password; password="$(cat "$STATE/db-password")"
   mysql_root -e "CREATE USER IF NOT EXISTS '$DB_USER'@'localhost' IDENTIFIED BY '$password';
@@ -111,21 +124,27 @@ start_mariadb() {
 render_configs() {
   install -d "$ETC.new"
   "$PYTHON" "$HERE/render.py" --rules "$RULES" --state-dir "$STATE" --out-dir "$ETC.new" --db-port "$DB_PORT" \
-    --db-user "$DB_USER" --db-name "$DB_NAME" --db-password-file "$STATE/db-password" || die "rendering the configs failed"
-  CONFIG_CHANGED=0
-  for conf in slurm.conf slurmdbd.conf; do
-    if ! cmp -s "$ETC.new/$conf" "$ETC/$conf"; then CONFIG_CHANGED=1; fi
-    cp -p "$ETC.new/$conf" "$ETC/$conf"
-  done
+    --db-user "$DB_USER" --db-name "$DB_NAME" --db-password-file "$STATE/db-password" --port-base "$PORT_BASE" ||
+    die "rendering the configs failed"
+  cp -p "$ETC.new/slurm.conf" "$ETC.new/slurmdbd.conf" "$ETC/"
   rm -rf "$ETC.new"
 }
 
 start_slurmdbd() {
+  # What each running daemon was started with is kept in run/: a changed config means restart (slurmdbd) or
+  # reconfigure (slurmctld), even when an earlier up.sh wrote the config and then failed.
+  if alive "$STATE/run/slurmdbd.pid" && ! cmp -s "$ETC/slurmdbd.conf" "$STATE/run/slurmdbd.conf.running"; then
+    say "slurmdbd.conf changed: restarting slurmdbd"
+    local pid; pid="$(cat "$STATE/run/slurmdbd.pid")"
+    kill -TERM "$pid"
+    wait_for 20 "old slurmdbd exit" bash -c "! kill -0 $pid" || die "slurmdbd ($pid) did not stop within 20 s"
+  fi
   if alive "$STATE/run/slurmdbd.pid"; then
     say "slurmdbd already running"
   else
     timeout 30 slurmdbd || die "slurmdbd did not start; see $STATE/log/slurmdbd.log"
     mark_started slurmdbd
+    cp -p "$ETC/slurmdbd.conf" "$STATE/run/slurmdbd.conf.running"
   fi
   # Registering the cluster also proves slurmdbd talks to the database; sacctmgr says "Nothing new added" when it exists.
   wait_for 60 slurmdbd bash -c "timeout 10 sacctmgr -n list cluster format=cluster | grep -q . || timeout 10 sacctmgr -i add cluster kernelboard" ||
@@ -139,11 +158,15 @@ node_ready() { timeout 5 sinfo -h -o %T | grep -Eq '^(idle|mixed|allocated|compl
 start_slurm() {
   if alive "$STATE/run/slurmctld.pid"; then
     say "slurmctld already running"
-    if ((CONFIG_CHANGED)); then timeout 20 scontrol reconfigure || die "scontrol reconfigure failed"; say "reconfigured"; fi
+    if ! cmp -s "$ETC/slurm.conf" "$STATE/run/slurm.conf.running"; then
+      timeout 20 scontrol reconfigure || die "scontrol reconfigure failed"
+      say "slurm.conf changed: reconfigured"
+    fi
   else
     timeout 30 slurmctld || die "slurmctld did not start; see $STATE/log/slurmctld.log"
     mark_started slurmctld
   fi
+  cp -p "$ETC/slurm.conf" "$STATE/run/slurm.conf.running"
   if alive "$STATE/run/slurmd.pid"; then
     say "slurmd already running"
   else
@@ -163,6 +186,9 @@ main() {
   [[ $EUID -eq 0 ]] || die "run as root (the daemons run as root in this single-node setup)"
   [[ -r "$RULES" ]] || die "no rules file at $RULES (set KB_RULES)"
   install -d -m 0755 "$STATE" "$STATE/run" "$STATE/log" "$STATE/ctld" "$STATE/spool" "$ETC"
+  check_port_free slurmctld "$PORT_BASE"
+  check_port_free slurmd $((PORT_BASE + 1))
+  check_port_free slurmdbd $((PORT_BASE + 2))
   install_packages
   start_munge
   start_mariadb
