@@ -125,6 +125,21 @@ class JobService:
         await self._changed_views()
         return view
 
+    async def _append_decided(self, job_id: str, decide, actor: str) -> JobView:
+        """Append what decide(view) calls for at the view's version; on a conflict (ingest appends CommitIngested to
+        job streams too) reload the stream and decide again, so that nothing is appended from a stale view."""
+        for _ in range(5):
+            view = self.jobs[job_id]
+            payloads = decide(view)
+            if not payloads:
+                return view
+            try:
+                return await self._append(job_id, view.version, payloads, actor)
+            except ConcurrencyConflict as err:
+                log.info("job stream moved; deciding again from the log", job_id=job_id, detail=str(err))
+                await self._reload(job_id)
+        raise RuntimeError(f"job {job_id}: the stream kept moving under five appends in a row")
+
     async def _reload(self, job_id: str) -> JobView:
         view = domain.fold_stream(job_id, await self.log.read_stream(domain.job_stream(job_id)))
         self.jobs[job_id] = view
@@ -269,12 +284,8 @@ class JobService:
                 raise Refused("UNAVAILABLE", f"could not release job {job_id}: {err}") from None
             with bind_ids(job_id=job_id):
                 log.info("job released", released_by=principal.name)
-            return await self._append(
-                job_id,
-                view.version,
-                [events_pb2.JobReleased(job_id=job_id, released_by=principal.name)],
-                principal.name,
-            )
+            released = events_pb2.JobReleased(job_id=job_id, released_by=principal.name)
+            return await self._append_decided(job_id, lambda v: [released] if v.held else None, principal.name)
 
     async def cancel(self, principal, job_id: str) -> JobView:
         view = self.get(job_id)
@@ -307,19 +318,18 @@ class JobService:
             log.warning("poll failed: job states unknown until the next poll", error=str(err), live=len(live))
             return False
         for job_id in live:
-            async with self._lock(job_id):
-                view = self.jobs[job_id]
+            appended = []
+
+            def decide(view, job_id=job_id, appended=appended):
                 payload = domain.observe(view, accounting.get(job_id), queue.get(job_id))
-                if payload is None:
-                    continue
+                appended[:] = [payload] if payload else []
+                return appended
+
+            async with self._lock(job_id):
+                await self._append_decided(job_id, decide, SCHEDULER_IDENTITY)
+            for payload in appended:
                 with bind_ids(job_id=job_id):
-                    try:
-                        await self._append(job_id, view.version, [payload], SCHEDULER_IDENTITY)
-                    except ConcurrencyConflict as err:
-                        log.warning("job stream moved under us; reloaded", error=str(err))
-                        await self._reload(job_id)
-                        continue
-                    log.info(type(payload).__name__, state=payload.state)
+                    log.info(type(payload).__name__, state=payload.state, reason=getattr(payload, "reason", ""))
         return True
 
     async def commit_results(self) -> None:
@@ -363,7 +373,7 @@ class JobService:
                 bytes=result.bytes,
                 excluded=result.excluded,
             )
-            await self._append(job_id, view.version, [committed], SCHEDULER_IDENTITY)
+            await self._append_decided(job_id, lambda v: [committed] if v.needs_result else None, SCHEDULER_IDENTITY)
             log.info("job result committed", ref=ref, result_sha=result.sha, excluded=len(result.excluded))
 
     async def cancel_orphans(self) -> list[str]:
@@ -386,8 +396,13 @@ class JobService:
         """Poll with backoff and commit results until stop(); a failed poll only delays."""
         failures = 0
         while not self._stopping.is_set():
-            failures = 0 if await self.poll_once() else failures + 1
-            await self.commit_results()
+            try:
+                failures = 0 if await self.poll_once() else failures + 1
+                await self.commit_results()
+            except Exception:  # the follower must outlive any one bad round (a database blip, a bug in one job)
+                failures += 1
+                POLL_ERRORS.inc()
+                log.exception("following jobs failed this round; retrying")
             delay = domain.poll_delay(failures, base_s=self.config.poll_base_s, max_s=self.config.poll_max_s)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), delay)

@@ -62,12 +62,11 @@ async def test_a_job_that_writes_a_file_comes_back_as_a_commit(stack, timeout_jo
     job_commits = [c for c in ingested if c.ref == job.result_ref]
     assert len(job_commits) == 1 and job_commits[0].sha == job.result_sha and job_commits[0].job_id == job.job_id
 
+    # Ingest appends its CommitIngested to the job's stream too, between the end and the scheduler's record of it.
     events = await stack.job_events(job.job_id)
-    assert payload_types(events)[0] == "job_submitted" and payload_types(events)[-2:] == [
-        "job_finished",
-        "job_result_committed",
-    ]
-    finished = events[-2].job_finished
+    assert payload_types(events)[0] == "job_submitted"
+    assert payload_types(events)[-3:] == ["job_finished", "commit_ingested", "job_result_committed"]
+    finished = events[-3].job_finished
     assert finished.state == "COMPLETED" and finished.elapsed_s >= 0 and finished.cpu_seconds >= 0
     assert events[-1].job_result_committed.excluded == list(job.excluded)
 
