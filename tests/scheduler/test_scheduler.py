@@ -102,6 +102,9 @@ async def test_over_limit_requests_are_refused_before_sbatch(stack, directive, l
 
 
 async def test_bad_requests_get_clear_statuses(stack):
+    over_node = (os.cpu_count() or 1) + 1
+    text = f"#!/bin/bash\n#SBATCH --cpus-per-task={over_node}\ntrue\n"
+    await stack.push_script("alice", "fast", "over-node.sbatch", text)
     sha = await stack.push_script("alice", "fast", "ok.sbatch", "#!/bin/bash\ntrue\n")
     cases = [
         (("bob", "fast", sha, "ok.sbatch"), grpc.StatusCode.PERMISSION_DENIED, "belongs to alice"),
@@ -109,6 +112,10 @@ async def test_bad_requests_get_clear_statuses(stack):
         (("alice", "fast", "f" * 40, "ok.sbatch"), grpc.StatusCode.FAILED_PRECONDITION, "kb push"),
         (("alice", "nowhere", sha, "ok.sbatch"), grpc.StatusCode.NOT_FOUND, "unknown route"),
     ]
+    if over_node <= 4:  # within the rules' 4 CPUs but more than this node has: sbatch itself refuses it
+        cases.append(
+            (("alice", "fast", sha, "over-node.sbatch"), grpc.StatusCode.INVALID_ARGUMENT, "More processors requested")
+        )
     for args, code, words in cases:
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await stack.submit(*args)
