@@ -95,6 +95,7 @@ class JobService:
         self._locks: dict[str, asyncio.Lock] = {}
         self._changed = asyncio.Condition()
         self._stopping = asyncio.Event()
+        self._result_retry: dict[str, tuple[int, float]] = {}  # job id -> (failed attempts, next attempt, monotonic)
         OLDEST_HELD_AGE.set_function(self._oldest_held_age)
 
     # -- state ------------------------------------------------------------------------------------------------------
@@ -333,13 +334,20 @@ class JobService:
         return True
 
     async def commit_results(self) -> None:
+        """Commit each ended job's directory; a failure (ingest down) is retried with its own backoff."""
         for view in [view for view in self.jobs.values() if view.needs_result]:
+            attempts, next_at = self._result_retry.get(view.job_id, (0, 0.0))
+            if time.monotonic() < next_at:
+                continue
             with bind_ids(job_id=view.job_id, sha=view.sha):
                 try:
                     await self._commit_result(view.job_id)
+                    self._result_retry.pop(view.job_id, None)
                 except (GitError, OSError, RuntimeError) as err:
                     RESULT_ERRORS.inc()
-                    log.warning("result commit failed; will retry", error=str(err))
+                    delay = domain.poll_delay(attempts, base_s=1.0, max_s=60.0)
+                    self._result_retry[view.job_id] = (attempts + 1, time.monotonic() + delay)
+                    log.warning("result commit failed; will retry", error=str(err), retry_in_s=delay)
 
     async def _commit_result(self, job_id: str) -> None:
         async with self._lock(job_id):
