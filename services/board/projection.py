@@ -54,6 +54,8 @@ QUIET = "quiet"
 SET_STATUSES = frozenset({"active", "saturated", "superseded", "flawed"})
 
 _AGENT = events_pb2.PRINCIPAL_KIND_AGENT
+_isfinite = math.isfinite
+_new = tuple.__new__  # builds a NamedTuple without its Python-level __new__: the fold's hot path
 
 
 class Entry(NamedTuple):
@@ -168,7 +170,17 @@ class RouteInfo(NamedTuple):
 
 
 class State:
-    __slots__ = ("position", "now_ns", "in_force", "boards", "routes", "agents", "not_agents", "touched")
+    __slots__ = (
+        "position",
+        "now_ns",
+        "in_force",
+        "boards",
+        "routes",
+        "agents",
+        "not_agents",
+        "touched_boards",
+        "touched_routes",
+    )
 
     def __init__(self):
         self.position = 0  # the last event folded
@@ -178,8 +190,9 @@ class State:
         self.routes: dict[str, RouteInfo] = {}
         self.agents: set[str] = set()
         self.not_agents: set[str] = set()  # registered as persons or services
-        # Board versions changed since the store last drained them (bookkeeping for persistence, not state).
-        self.touched: set[int] = set()
+        # What changed since the store last wrote it: bookkeeping for persistence, not part of the state.
+        self.touched_boards: set[int] = set()
+        self.touched_routes: set[tuple[int, str]] = set()
 
 
 # ---- the fold ----------------------------------------------------------------------------------------------------
@@ -201,8 +214,11 @@ def apply(state: State, event: events_pb2.Event) -> State:
     ns = at.seconds * 1_000_000_000 + at.nanos
     if ns > state.now_ns:
         state.now_ns = ns
-    handler = _HANDLERS.get(kind, _on_activity)
-    handler(state, event, getattr(event, kind) if kind else None, position, ns)
+    handler = _HANDLERS.get(kind)
+    if handler is None:
+        _on_activity(state, event.actor, ns)
+    else:
+        handler(state, event, getattr(event, kind), event.actor, position, ns)
     state.position = position
     return state
 
@@ -216,7 +232,7 @@ def _board(state: State, version: int, ns: int) -> Board | None:
     board = state.boards.get(version)
     if board is None:
         board = state.boards[version] = Board(version, ns)
-    state.touched.add(version)
+    state.touched_boards.add(version)
     return board
 
 
@@ -227,7 +243,8 @@ def _active(board: Board, actor: str, ns: int) -> None:
         board.actors[actor] = ns
 
 
-def _route(board: Board, route: str) -> RouteOnBoard:
+def _route(state: State, board: Board, route: str) -> RouteOnBoard:
+    state.touched_routes.add((board.version, route))
     on_board = board.routes.get(route)
     if on_board is None:
         on_board = board.routes[route] = RouteOnBoard()
@@ -239,47 +256,47 @@ def _acting_for(state: State, actor: str, owner: str) -> None:
         state.agents.add(actor)
 
 
-def _on_activity(state: State, event, payload, position: int, ns: int) -> None:
+def _on_activity(state: State, actor: str, ns: int) -> None:
     board = _board(state, 0, ns)
     if board is not None:
-        _active(board, event.actor, ns)
+        _active(board, actor, ns)
 
 
-def _on_principal_registered(state: State, event, payload, position: int, ns: int) -> None:
+def _on_principal_registered(state: State, event, payload, actor: str, position: int, ns: int) -> None:
     if payload.kind == _AGENT:
         state.agents.add(payload.name)
         state.not_agents.discard(payload.name)
     else:
         state.not_agents.add(payload.name)
         state.agents.discard(payload.name)
-    _on_activity(state, event, payload, position, ns)
+    _on_activity(state, actor, ns)
 
 
-def _on_route_started(state: State, event, payload, position: int, ns: int) -> None:
+def _on_route_started(state: State, event, payload, actor: str, position: int, ns: int) -> None:
     route = payload.route
     if route and route not in state.routes:
         state.routes[route] = RouteInfo(payload.owner, payload.started_by, ns, position)
     _acting_for(state, payload.started_by, payload.owner)
     board = _board(state, 0, ns)
     if board is not None:
-        _active(board, event.actor, ns)
+        _active(board, actor, ns)
         if route:
-            _route(board, route)
+            _route(state, board, route)
 
 
-def _on_commit_ingested(state: State, event, payload, position: int, ns: int) -> None:
-    _acting_for(state, event.actor, payload.owner)
+def _on_commit_ingested(state: State, event, payload, actor: str, position: int, ns: int) -> None:
+    _acting_for(state, actor, payload.owner)
     board = _board(state, 0, ns)
     if board is not None:
-        _active(board, event.actor, ns)
+        _active(board, actor, ns)
         if payload.route:
-            _route(board, payload.route)
+            _route(state, board, payload.route)
 
 
-def _on_rules_approved(state: State, event, payload, position: int, ns: int) -> None:
+def _on_rules_approved(state: State, event, payload, actor: str, position: int, ns: int) -> None:
     version = payload.benchmark_version
     if version <= 0:
-        return _on_activity(state, event, payload, position, ns)
+        return _on_activity(state, actor, ns)
     board = _board(state, version, ns)
     if version > state.in_force:
         state.in_force = version
@@ -287,18 +304,18 @@ def _on_rules_approved(state: State, event, payload, position: int, ns: int) -> 
     board.card = card
     if status in SET_STATUSES:
         board.status, board.status_reason = status, "set in the rules"
-    _active(board, event.actor, ns)
+    _active(board, actor, ns)
 
 
-def _on_metrics_reported(state: State, event, payload, position: int, ns: int) -> None:
+def _on_metrics_reported(state: State, event, payload, actor: str, position: int, ns: int) -> None:
     board = _board(state, payload.benchmark_version, ns)
     if board is None:
         return
-    _active(board, event.actor, ns)
+    _active(board, actor, ns)
     route = payload.route
     if not route:
         return
-    on_board = _route(board, route)
+    on_board = _route(state, board, route)
     on_board.reports += 1
     score = payload.score
     by_maintainer = payload.by_maintainer
@@ -314,7 +331,7 @@ def _on_metrics_reported(state: State, event, payload, position: int, ns: int) -
             ns,
             0,
             "",
-            payload.reporter or event.actor,
+            payload.reporter or actor,
             "",
         )
         if by_maintainer:
@@ -336,93 +353,89 @@ def _on_metrics_reported(state: State, event, payload, position: int, ns: int) -
             counted,
             "" if counted else "the score is not a finite number",
             "",
-            payload.reporter or event.actor,
+            payload.reporter or actor,
             by_maintainer,
         )
     )
 
 
-def _on_check_completed(state: State, event, payload, position: int, ns: int) -> None:
+def _on_check_completed(state: State, event, payload, actor: str, position: int, ns: int) -> None:
     board = _board(state, payload.benchmark_version, ns)
     if board is None:
         return
-    _active(board, event.actor, ns)
+    _active(board, actor, ns)
     route = payload.route
     if not route:
         return
-    on_board = _route(board, route)
+    on_board = _route(state, board, route)
     on_board.checks += 1
     verifier_version = event.verifier_version
     passed = payload.passed
     score = payload.score
-    reasons = tuple(payload.reasons)
+    sha, cost, check_id = payload.sha, payload.cost, payload.check_id
+    reasons = () if passed else tuple(payload.reasons)
     note = ""
     if not board.accepts(verifier_version):
         accepted = ", ".join(str(v) for v in board.card.verifier_versions)
         judged_by = f"verifier version {verifier_version}" if verifier_version else "a check without a verifier version"
         note = f"{judged_by} is not accepted by the rules (they accept {accepted})"
-    elif passed and not math.isfinite(score):
+    elif passed and not _isfinite(score):
         note = "the score is not a finite number"
-    if not note:
-        entry = Entry(
-            VERIFIED if passed else FAILED_CHECK,
-            score,
-            payload.cost,
-            payload.sha,
-            "" if passed else ("; ".join(reasons) or "the check failed without a reason"),
-            position,
-            ns,
-            verifier_version,
-            payload.check_id,
-            "",
-            payload.runner,
+    elif passed:
+        on_board.checks_passed += 1
+        on_board.failed = None
+        best = on_board.verified
+        if best is None or score > best.score:
+            on_board.verified = _new(
+                Entry, (VERIFIED, score, cost, sha, "", position, ns, verifier_version, check_id, "", payload.runner)
+            )
+        board.last_scored_ns = ns
+    else:
+        reason = "; ".join(reasons) or "the check failed without a reason"
+        on_board.failed = _new(
+            Entry,
+            (FAILED_CHECK, score, cost, sha, reason, position, ns, verifier_version, check_id, "", payload.runner),
         )
-        if passed:
-            on_board.checks_passed += 1
-            on_board.failed = None
-            best = on_board.verified
-            if best is None or score > best.score:
-                on_board.verified = entry
-            board.last_scored_ns = ns
-        else:
-            on_board.failed = entry
     on_board.history.append(
-        Record(
-            position,
-            ns,
-            "check",
-            payload.sha,
-            score,
-            payload.cost,
-            passed,
-            reasons,
-            verifier_version,
-            not note,
-            note,
-            payload.check_id,
-            "",
-            False,
+        _new(
+            Record,
+            (
+                position,
+                ns,
+                "check",
+                sha,
+                score,
+                cost,
+                passed,
+                reasons,
+                verifier_version,
+                not note,
+                note,
+                check_id,
+                "",
+                False,
+            ),
         )
     )
 
 
-def _on_benchmark_status_changed(state: State, event, payload, position: int, ns: int) -> None:
+def _on_benchmark_status_changed(state: State, event, payload, actor: str, position: int, ns: int) -> None:
     board = _board(state, payload.benchmark_version, ns)
     if board is None:
         return
-    _active(board, event.actor, ns)
+    _active(board, actor, ns)
     if payload.status in SET_STATUSES:
         board.status, board.status_reason = payload.status, payload.reason
 
 
-def _on_route_adopted(state: State, event, payload, position: int, ns: int) -> None:
+def _on_route_adopted(state: State, event, payload, actor: str, position: int, ns: int) -> None:
     board = _board(state, payload.benchmark_version, ns)
     if board is None:
         return
-    _active(board, event.actor, ns)
+    _active(board, actor, ns)
     if not payload.route:
         return
-    on_board = _route(board, payload.route)
+    on_board = _route(state, board, payload.route)
     on_board.adopted = payload.adopted
     kind = "adopted" if payload.adopted else "unadopted"
     on_board.history.append(Record(position, ns, kind, "", 0.0, 0.0, False, (), 0, True, payload.note, "", "", False))
@@ -560,33 +573,24 @@ def newest_version(state: State) -> int:
 # ---- canonical serialization of the state (persistence and the determinism tests) --------------------------------
 
 
-def board_to_json(board: Board) -> bytes:
-    routes = {
-        name: [
-            r.verified,
-            r.by_maintainer,
-            r.reported,
-            r.failed,
-            r.adopted,
-            r.checks,
-            r.checks_passed,
-            r.reports,
-            list(r.history),
-        ]
-        for name, r in board.routes.items()
-    }
-    data = {
-        "version": board.version,
-        "card": board.card,
-        "status": board.status,
-        "status_reason": board.status_reason,
-        "started_ns": board.started_ns,
-        "last_active_ns": board.last_active_ns,
-        "last_scored_ns": board.last_scored_ns,
-        "routes": routes,
-        "actors": board.actors,
-    }
+def _dumps(data) -> bytes:
     return json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
+
+
+def board_to_json(board: Board) -> bytes:
+    """A board without its routes (each route is its own row: a check rewrites one route, not the whole board)."""
+    return _dumps(
+        {
+            "version": board.version,
+            "card": board.card,
+            "status": board.status,
+            "status_reason": board.status_reason,
+            "started_ns": board.started_ns,
+            "last_active_ns": board.last_active_ns,
+            "last_scored_ns": board.last_scored_ns,
+            "actors": board.actors,
+        }
+    )
 
 
 def board_from_json(data: bytes) -> Board:
@@ -603,31 +607,52 @@ def board_from_json(data: bytes) -> Board:
     board.last_active_ns = raw["last_active_ns"]
     board.last_scored_ns = raw["last_scored_ns"]
     board.actors = raw["actors"]
-    for name, (verified, by_maintainer, reported, failed, adopted, checks, passed, reports, history) in raw[
-        "routes"
-    ].items():
-        r = board.routes[name] = RouteOnBoard()
-        r.verified, r.by_maintainer, r.reported, r.failed = (
-            None if e is None else Entry(*e) for e in (verified, by_maintainer, reported, failed)
-        )
-        r.adopted, r.checks, r.checks_passed, r.reports = adopted, checks, passed, reports
-        r.history.extend(Record(*rec[:7], tuple(rec[7]), *rec[8:]) for rec in history)
     return board
 
 
+def route_to_json(on_board: RouteOnBoard) -> bytes:
+    r = on_board
+    return _dumps(
+        [
+            r.verified,
+            r.by_maintainer,
+            r.reported,
+            r.failed,
+            r.adopted,
+            r.checks,
+            r.checks_passed,
+            r.reports,
+            list(r.history),
+        ]
+    )
+
+
+def route_from_json(data: bytes) -> RouteOnBoard:
+    verified, by_maintainer, reported, failed, adopted, checks, passed, reports, history = json.loads(data)
+    r = RouteOnBoard()
+    r.verified, r.by_maintainer, r.reported, r.failed = (
+        None if e is None else Entry(*e) for e in (verified, by_maintainer, reported, failed)
+    )
+    r.adopted, r.checks, r.checks_passed, r.reports = adopted, checks, passed, reports
+    r.history.extend(Record(*rec[:7], tuple(rec[7]), *rec[8:]) for rec in history)
+    return r
+
+
 def globals_to_json(state: State) -> bytes:
-    data = {
-        "position": state.position,
-        "now_ns": state.now_ns,
-        "in_force": state.in_force,
-        "routes": state.routes,
-        "agents": sorted(state.agents),
-        "not_agents": sorted(state.not_agents),
-    }
-    return json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
+    return _dumps(
+        {
+            "position": state.position,
+            "now_ns": state.now_ns,
+            "in_force": state.in_force,
+            "routes": state.routes,
+            "agents": sorted(state.agents),
+            "not_agents": sorted(state.not_agents),
+        }
+    )
 
 
-def state_from_json(globals_json: bytes, boards_json: Iterable[bytes]) -> State:
+def state_from_json(globals_json: bytes, boards: Iterable[bytes], routes: Iterable[tuple[int, str, bytes]]) -> State:
+    """The state from its rows: the globals, each board, and each (version, route, route row)."""
     raw = json.loads(globals_json)
     state = State()
     state.position = raw["position"]
@@ -636,13 +661,30 @@ def state_from_json(globals_json: bytes, boards_json: Iterable[bytes]) -> State:
     state.routes = {name: RouteInfo(*info) for name, info in raw["routes"].items()}
     state.agents = set(raw["agents"])
     state.not_agents = set(raw["not_agents"])
-    for data in boards_json:
+    for data in boards:
         board = board_from_json(data)
         state.boards[board.version] = board
+    for version, route, data in routes:
+        state.boards[version].routes[route] = route_from_json(data)
     return state
+
+
+def state_rows(state: State):
+    """Every row of the state: (globals, [board rows], [(version, route, route row)])."""
+    versions = sorted(state.boards)
+    boards = [board_to_json(state.boards[v]) for v in versions]
+    routes = [
+        (v, name, route_to_json(state.boards[v].routes[name]))
+        for v in versions
+        for name in sorted(state.boards[v].routes)
+    ]
+    return globals_to_json(state), boards, routes
 
 
 def state_to_json(state: State) -> bytes:
     """The whole state, canonically: equal states give equal bytes."""
-    boards = b",".join(board_to_json(state.boards[v]) for v in sorted(state.boards))
-    return b'{"boards":[' + boards + b'],"globals":' + globals_to_json(state) + b"}"
+    globals_json, boards, routes = state_rows(state)
+    routes_json = [[v, name, json.loads(data)] for v, name, data in routes]
+    return (
+        b'{"boards":[' + b",".join(boards) + b'],"globals":' + globals_json + b',"routes":' + _dumps(routes_json) + b"}"
+    )

@@ -110,20 +110,26 @@ logs = st.builds(
 
 
 class Store:
-    """What the service's store keeps: the globals row and one row per touched board, written after each delivery."""
+    """What the service's store keeps: the globals, a row per board and per route on a board, the touched ones
+    written after each delivery."""
 
     def __init__(self):
         self.globals = projection.globals_to_json(projection.State())
         self.boards: dict[int, bytes] = {}
+        self.routes: dict[tuple[int, str], bytes] = {}
 
     def persist(self, state):
-        for version in state.touched:
+        for version in state.touched_boards:
             self.boards[version] = projection.board_to_json(state.boards[version])
-        state.touched.clear()
+        for version, route in state.touched_routes:
+            self.routes[version, route] = projection.route_to_json(state.boards[version].routes[route])
+        state.touched_boards.clear()
+        state.touched_routes.clear()
         self.globals = projection.globals_to_json(state)
 
     def load(self):
-        return projection.state_from_json(self.globals, self.boards.values())
+        routes = [(version, route, data) for (version, route), data in self.routes.items()]
+        return projection.state_from_json(self.globals, self.boards.values(), routes)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
