@@ -64,7 +64,7 @@ class BoardServicer(board_pb2_grpc.BoardServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "route is required: the route's name, e.g. 'fast'")
         with _timed("GetRoute"):
             try:
-                return self.projector.route(request.route, request.version)
+                return await self.projector.route(request.route, request.version)
             except UnknownBoard as err:
                 await context.abort(grpc.StatusCode.NOT_FOUND, str(err))
 

@@ -33,7 +33,7 @@ The rules, as this module applies them (DESIGN.md "Board rules"):
 
 import json
 import math
-from collections import deque
+from array import array
 from collections.abc import Iterable
 from typing import NamedTuple
 
@@ -42,7 +42,6 @@ from kernelboard.v1 import events_pb2
 NS_PER_DAY = 86_400 * 1_000_000_000
 QUIET_AFTER_NS = 14 * NS_PER_DAY
 AT_WORK_WITHIN_NS = 7 * NS_PER_DAY
-HISTORY_LIMIT = 100
 
 VERIFIED = "verified"
 REPORTED_BY_MAINTAINER = "reported by maintainer"
@@ -74,8 +73,16 @@ class Entry(NamedTuple):
     runner: str
 
 
+# A route's history on a board is the log positions of its checks, reports and adoption marks, each with what the
+# fold decided of it: position * 4 + one of these. The events themselves stay in the log (GetRoute reads them back);
+# keeping copies here would cost the fold most of its throughput and the stored state most of its size.
+COUNTED = 0
+NOT_ACCEPTED = 1  # a check of a verifier version the board's rules do not accept
+NOT_FINITE = 2  # a score that is not a finite number
+
+
 class Record(NamedTuple):
-    """One thing that happened to a route on a board (its history, for GetRoute)."""
+    """One thing that happened to a route on a board, read back from the log (for GetRoute)."""
 
     position: int
     occurred_ns: int
@@ -115,7 +122,7 @@ class RouteOnBoard:
         self.checks = 0
         self.checks_passed = 0
         self.reports = 0
-        self.history: deque[Record] = deque(maxlen=HISTORY_LIMIT)
+        self.history = array("q")  # position * 4 + COUNTED | NOT_ACCEPTED | NOT_FINITE, in log order
 
 
 class Card(NamedTuple):
@@ -339,24 +346,7 @@ def _on_metrics_reported(state: State, event, payload, actor: str, position: int
         else:
             on_board.reported = entry
         board.last_scored_ns = ns
-    on_board.history.append(
-        Record(
-            position,
-            ns,
-            "report",
-            payload.sha,
-            score,
-            payload.cost,
-            False,
-            (),
-            0,
-            counted,
-            "" if counted else "the score is not a finite number",
-            "",
-            payload.reporter or actor,
-            by_maintainer,
-        )
-    )
+    on_board.history.append(position * 4 + (COUNTED if counted else NOT_FINITE))
 
 
 def _on_check_completed(state: State, event, payload, actor: str, position: int, ns: int) -> None:
@@ -372,51 +362,31 @@ def _on_check_completed(state: State, event, payload, actor: str, position: int,
     verifier_version = event.verifier_version
     passed = payload.passed
     score = payload.score
-    sha, cost, check_id = payload.sha, payload.cost, payload.check_id
-    reasons = () if passed else tuple(payload.reasons)
-    note = ""
+    code = COUNTED
     if not board.accepts(verifier_version):
-        accepted = ", ".join(str(v) for v in board.card.verifier_versions)
-        judged_by = f"verifier version {verifier_version}" if verifier_version else "a check without a verifier version"
-        note = f"{judged_by} is not accepted by the rules (they accept {accepted})"
+        code = NOT_ACCEPTED
     elif passed and not _isfinite(score):
-        note = "the score is not a finite number"
+        code = NOT_FINITE
     elif passed:
         on_board.checks_passed += 1
         on_board.failed = None
         best = on_board.verified
         if best is None or score > best.score:
             on_board.verified = _new(
-                Entry, (VERIFIED, score, cost, sha, "", position, ns, verifier_version, check_id, "", payload.runner)
+                Entry, (VERIFIED, score, *_check_details(payload, "", position, ns, verifier_version))
             )
         board.last_scored_ns = ns
     else:
-        reason = "; ".join(reasons) or "the check failed without a reason"
+        reason = "; ".join(payload.reasons) or "the check failed without a reason"
         on_board.failed = _new(
-            Entry,
-            (FAILED_CHECK, score, cost, sha, reason, position, ns, verifier_version, check_id, "", payload.runner),
+            Entry, (FAILED_CHECK, score, *_check_details(payload, reason, position, ns, verifier_version))
         )
-    on_board.history.append(
-        _new(
-            Record,
-            (
-                position,
-                ns,
-                "check",
-                sha,
-                score,
-                cost,
-                passed,
-                reasons,
-                verifier_version,
-                not note,
-                note,
-                check_id,
-                "",
-                False,
-            ),
-        )
-    )
+    on_board.history.append(position * 4 + code)
+
+
+def _check_details(payload, reason: str, position: int, ns: int, verifier_version: int) -> tuple:
+    """An Entry's fields after source and score, read only for the checks that place an entry."""
+    return payload.cost, payload.sha, reason, position, ns, verifier_version, payload.check_id, "", payload.runner
 
 
 def _on_benchmark_status_changed(state: State, event, payload, actor: str, position: int, ns: int) -> None:
@@ -437,8 +407,7 @@ def _on_route_adopted(state: State, event, payload, actor: str, position: int, n
         return
     on_board = _route(state, board, payload.route)
     on_board.adopted = payload.adopted
-    kind = "adopted" if payload.adopted else "unadopted"
-    on_board.history.append(Record(position, ns, kind, "", 0.0, 0.0, False, (), 0, True, payload.note, "", "", False))
+    on_board.history.append(position * 4 + COUNTED)
 
 
 _HANDLERS = {
@@ -502,6 +471,61 @@ def _flatten(value: dict, prefix: str):
             yield from _flatten(item, f"{name}.")
         else:
             yield name, json.dumps(item, sort_keys=True)
+
+
+def history_record(board: Board, code: int, event: events_pb2.Event) -> Record:
+    """A history entry from its event (read back from the log) and what the fold decided of it."""
+    at = event.occurred_at
+    ns = at.seconds * 1_000_000_000 + at.nanos
+    kind = event.WhichOneof("payload")
+    note = ""
+    if code == NOT_FINITE:
+        note = "the score is not a finite number"
+    elif code == NOT_ACCEPTED:
+        version = event.verifier_version
+        judged_by = f"verifier version {version}" if version else "a check without a verifier version"
+        accepted = ", ".join(map(str, board.card.verifier_versions)) if board.card else ""
+        note = f"{judged_by} is not accepted by the rules (they accept {accepted})"
+    counted = code == COUNTED
+    if kind == "check_completed":
+        c = event.check_completed
+        return Record(
+            event.global_position,
+            ns,
+            "check",
+            c.sha,
+            c.score,
+            c.cost,
+            c.passed,
+            tuple(c.reasons),
+            event.verifier_version,
+            counted,
+            note,
+            c.check_id,
+            "",
+            False,
+        )
+    if kind == "metrics_reported":
+        m = event.metrics_reported
+        return Record(
+            event.global_position,
+            ns,
+            "report",
+            m.sha,
+            m.score,
+            m.cost,
+            False,
+            (),
+            0,
+            counted,
+            note,
+            "",
+            m.reporter or event.actor,
+            m.by_maintainer,
+        )
+    a = event.route_adopted
+    kind = "adopted" if a.adopted else "unadopted"
+    return Record(event.global_position, ns, kind, "", 0.0, 0.0, False, (), 0, counted, a.note, "", "", False)
 
 
 # ---- eligibility, ranking and status: what the views show --------------------------------------------------------
@@ -622,7 +646,7 @@ def route_to_json(on_board: RouteOnBoard) -> bytes:
             r.checks,
             r.checks_passed,
             r.reports,
-            list(r.history),
+            r.history.tolist(),
         ]
     )
 
@@ -634,7 +658,7 @@ def route_from_json(data: bytes) -> RouteOnBoard:
         None if e is None else Entry(*e) for e in (verified, by_maintainer, reported, failed)
     )
     r.adopted, r.checks, r.checks_passed, r.reports = adopted, checks, passed, reports
-    r.history.extend(Record(*rec[:7], tuple(rec[7]), *rec[8:]) for rec in history)
+    r.history.extend(history)
     return r
 
 

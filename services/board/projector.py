@@ -180,14 +180,28 @@ class Projector:
         version = self.resolve(version)
         return views.card(self.state, self.state.boards[version])
 
-    def route(self, route: str, version: int) -> board_pb2.BoardRoute:
+    async def route(self, route: str, version: int) -> board_pb2.BoardRoute:
+        """The route's places and counts from memory; its latest history entries read back from the log."""
         if version:
             self.resolve(version)
-        view = views.route_view(self.state, route, version)
+        state = self.state
+        positions = views.history_positions(state, route, version)
+        events = await self._events_at(positions)
+        view = views.route_view(state, route, version, events)
         if view is None:
             where = f"on board {version}" if version else "in the log"
             raise UnknownBoard(f"no route {route!r} {where}")
         return view
+
+    async def _events_at(self, positions: list[int]) -> dict[int, events_pb2.Event]:
+        async def one(position: int):
+            async with aclosing(self.log.read_all(position - 1, batch_size=1)) as found:
+                async for event in found:
+                    return event
+            return None
+
+        events = await asyncio.gather(*(one(p) for p in positions))
+        return {e.global_position: e for e in events if e is not None}
 
     # ---- lag ------------------------------------------------------------------------------------------------
 

@@ -1,10 +1,12 @@
 """The projection's state as the Board API's messages, and their canonical bytes. projection.py decides; this maps."""
 
 from google.protobuf.timestamp_pb2 import Timestamp
-from kernelboard.v1 import board_pb2
+from kernelboard.v1 import board_pb2, events_pb2
 
 from services.board import projection
 from services.board.projection import Board, Entry, State
+
+HISTORY_SHOWN = 100  # history entries per board in a route's view, the latest
 
 
 def rfc3339(ns: int) -> str:
@@ -92,8 +94,14 @@ def board_view(state: State, board: Board) -> board_pb2.BoardView:
     return view
 
 
-def route_view(state: State, route: str, version: int = 0) -> board_pb2.BoardRoute | None:
-    """The route on every board it is on (or on ``version`` only); None when the log never mentioned it there."""
+def route_view(
+    state: State, route: str, version: int = 0, events: dict[int, events_pb2.Event] | None = None
+) -> board_pb2.BoardRoute | None:
+    """The route on every board it is on (or on ``version`` only); None when the log never mentioned it there.
+
+    ``events``: the log's events by position, for the history entries to show (those missing are left out).
+    """
+    events = events or {}
     info = state.routes.get(route)
     view = board_pb2.BoardRoute(route=route, log_position=state.position)
     if info is not None:
@@ -117,8 +125,12 @@ def route_view(state: State, route: str, version: int = 0) -> board_pb2.BoardRou
         for name, row in projection.listed_beside(board):
             if name == route:
                 part.entries.append(entry(name, row, rank=0, owner=owner, adopted=on_board.adopted))
-        part.history.extend(
-            board_pb2.BoardRouteRecord(
+        for item in on_board.history[-HISTORY_SHOWN:]:
+            event = events.get(item // 4)
+            if event is None:
+                continue
+            r = projection.history_record(board, item % 4, event)
+            part.history.add(
                 global_position=r.position,
                 occurred_at=rfc3339(r.occurred_ns),
                 kind=r.kind,
@@ -134,8 +146,16 @@ def route_view(state: State, route: str, version: int = 0) -> board_pb2.BoardRou
                 reporter=r.reporter,
                 by_maintainer=r.by_maintainer,
             )
-            for r in on_board.history
-        )
     if info is None and not view.boards:
         return None
     return view
+
+
+def history_positions(state: State, route: str, version: int = 0) -> list[int]:
+    """The log positions route_view shows in the route's history: the latest HISTORY_SHOWN per board."""
+    positions = []
+    for number, board in state.boards.items():
+        on_board = board.routes.get(route)
+        if on_board is not None and (not version or number == version):
+            positions.extend(item // 4 for item in on_board.history[-HISTORY_SHOWN:])
+    return sorted(positions)

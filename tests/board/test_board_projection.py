@@ -60,17 +60,20 @@ def test_ties_break_on_the_earlier_position_and_a_later_pass_clears_a_failure():
 
 
 def test_checks_of_a_verifier_version_the_rules_do_not_accept_do_not_count():
-    state, view = board_of(
-        log(
-            rules(1, verifier_versions=[2]),
-            (check("fast", 1, passed=True, score=5.0), {"verifier_version": 1}),
-            check("slow", 1, passed=True, score=1.0),
-        )
+    events = log(
+        rules(1, verifier_versions=[2]),
+        (check("fast", 1, passed=True, score=5.0), {"verifier_version": 1}),
+        check("slow", 1, passed=True, score=1.0),
     )
+    state, view = board_of(events)
     assert list(view.ranked) == [] and list(view.listed_beside) == []
-    history = views.route_view(state, "fast").boards[0].history
-    assert not history[0].counted
+    by_position = {e.global_position: e for e in events}
+    assert views.history_positions(state, "fast") == [2]
+    history = views.route_view(state, "fast", events=by_position).boards[0].history
+    assert [(h.global_position, h.kind, h.counted) for h in history] == [(2, "check", False)]
     assert history[0].note == "verifier version 1 is not accepted by the rules (they accept 2)"
+    slow = views.route_view(state, "slow", events=by_position).boards[0].history[0]
+    assert slow.note == "a check without a verifier version is not accepted by the rules (they accept 2)"
 
 
 def test_a_raised_version_starts_a_new_board_and_the_old_one_stays_readable():

@@ -6,18 +6,20 @@ from kernelboard.v1 import events_pb2
 from services.board import projection, render, views
 
 
+def logged():
+    return [
+        envelope(1, rules(1, verifier_versions=[1])),
+        envelope(2, events_pb2.RouteStarted(route="fast", owner="alice", started_by="alice/a1"), actor="alice/a1"),
+        envelope(3, check("fast", 1, passed=True, score=2.345), verifier_version=1, actor="system:verifier"),
+        envelope(4, report("tiled", 1, score=3.1, by_maintainer=True, reporter="curator")),
+        envelope(5, report("naive", 1, score=9.0, by_maintainer=False, reporter="bob"), actor="bob"),
+        envelope(6, check("naive", 1, passed=False, score=0, reasons=["matmul: atol broken"]), verifier_version=1),
+        envelope(7, events_pb2.RouteAdopted(route="fast", benchmark_version=1, adopted=True, note="merged")),
+    ]
+
+
 def folded():
-    return projection.fold(
-        [
-            envelope(1, rules(1, verifier_versions=[1])),
-            envelope(2, events_pb2.RouteStarted(route="fast", owner="alice", started_by="alice/a1"), actor="alice/a1"),
-            envelope(3, check("fast", 1, passed=True, score=2.345), verifier_version=1, actor="system:verifier"),
-            envelope(4, report("tiled", 1, score=3.1, by_maintainer=True, reporter="curator")),
-            envelope(5, report("naive", 1, score=9.0, by_maintainer=False, reporter="bob"), actor="bob"),
-            envelope(6, check("naive", 1, passed=False, score=0, reasons=["matmul: atol broken"]), verifier_version=1),
-            envelope(7, events_pb2.RouteAdopted(route="fast", benchmark_version=1, adopted=True)),
-        ]
-    )
+    return projection.fold(logged())
 
 
 def test_the_board_reads_header_card_ranked_then_listed_beside():
@@ -38,7 +40,11 @@ def test_the_board_reads_header_card_ranked_then_listed_beside():
 
 
 def test_a_route_shows_its_place_and_history():
-    text = render.render_route(views.route_view(folded(), "fast"))
+    events = {e.global_position: e for e in logged()}
+    text = render.render_route(views.route_view(folded(), "fast", events=events))
     assert text.startswith("route fast (owner alice, started")
     assert "board 1: 1 checks, 1 passed, 0 reports · adopted" in text
     assert "#2      2.345 verified" in text
+    history = text.splitlines()[-2:]
+    assert history[0].split()[:5] == ["3", "2026-05-28", "20:26", "UTC", "check"]
+    assert history[1].split()[-3:] == ["adopted", "counted", "merged"]
