@@ -39,6 +39,9 @@ from typing import NamedTuple
 
 from kernelboard.v1 import events_pb2
 
+# Raise it whenever a change here would fold the same log differently: a stored copy of another version is refolded.
+PROJECTION_VERSION = 1
+
 NS_PER_DAY = 86_400 * 1_000_000_000
 QUIET_AFTER_NS = 14 * NS_PER_DAY
 AT_WORK_WITHIN_NS = 7 * NS_PER_DAY
@@ -55,6 +58,10 @@ SET_STATUSES = frozenset({"active", "saturated", "superseded", "flawed"})
 _AGENT = events_pb2.PRINCIPAL_KIND_AGENT
 _isfinite = math.isfinite
 _new = tuple.__new__  # builds a NamedTuple without its Python-level __new__: the fold's hot path
+
+
+class StaleProjection(ValueError):
+    """A stored state folded by another PROJECTION_VERSION."""
 
 
 class Entry(NamedTuple):
@@ -665,6 +672,7 @@ def route_from_json(data: bytes) -> RouteOnBoard:
 def globals_to_json(state: State) -> bytes:
     return _dumps(
         {
+            "projection_version": PROJECTION_VERSION,
             "position": state.position,
             "now_ns": state.now_ns,
             "in_force": state.in_force,
@@ -678,6 +686,8 @@ def globals_to_json(state: State) -> bytes:
 def state_from_json(globals_json: bytes, boards: Iterable[bytes], routes: Iterable[tuple[int, str, bytes]]) -> State:
     """The state from its rows: the globals, each board, and each (version, route, route row)."""
     raw = json.loads(globals_json)
+    if raw.get("projection_version") != PROJECTION_VERSION:
+        raise StaleProjection(f"stored by projection version {raw.get('projection_version')}, not {PROJECTION_VERSION}")
     state = State()
     state.position = raw["position"]
     state.now_ns = raw["now_ns"]

@@ -2,7 +2,12 @@
 
 The Consumer calls ``handle`` inside its transaction, once per event in position order: the fold and the write of
 the rows it touched plus the checkpoint go in that transaction. Reads are served from memory. ``rebuild`` folds the
-log from position 0 into a fresh state and swaps it in (rows and memory) while the consumer waits.
+log from position 0 into a fresh state and swaps it in memory under the lock; the next event's transaction then
+replaces every stored row (until then the stored copy is the old fold at its own checkpoint: consistent, and equal
+to the fresh one unless the fold's code changed, which PROJECTION_VERSION catches at start).
+
+Lock order: the asyncio lock first, then PostgreSQL's row locks, everywhere; rebuild writes nothing to PostgreSQL
+itself, since the consumer's open transaction may hold those rows while it waits for the lock.
 """
 
 import asyncio
@@ -47,6 +52,7 @@ class Projector:
         self.state = State()
         self._lock = asyncio.Lock()  # one writer at a time: the consumer's handler, a catch-up, a rebuild's swap
         self._rebuilding = False
+        self._store_all = False  # a rebuilt state waits to replace the stored rows in the next event's transaction
         self._committed = 0  # a position this projector itself saw committed to the store
         self._changed = asyncio.Event()
         self._views: dict[int, board_pb2.BoardView] = {}
@@ -55,20 +61,25 @@ class Projector:
     # ---- writing --------------------------------------------------------------------------------------------
 
     async def start(self) -> int:
-        """Load the stored projection and catch up from the log; returns the number of events folded."""
+        """Load the stored projection and catch up from the log; returns the number of events folded.
+
+        With nothing stored, or a copy folded by another PROJECTION_VERSION, fold the log from position 0 and
+        replace every stored row."""
         async with self.log.pool.acquire() as conn:
             stored = await store.load(conn)
-        if stored is not None:
-            self.state = stored
-            self._committed = stored.position
-        return await self.catch_up()
-
-    async def catch_up(self) -> int:
         async with self._lock:
-            folded = await self._fold_from_log(self.state, store_progress=True)
-        if folded:
-            self._notify()
-        log.info("board caught up", events=folded, position=self.state.position)
+            if stored is not None:
+                self.state = stored
+                self._committed = stored.position
+                folded = await self._fold_from_log(self.state, store_progress=True)
+            else:
+                self.state = State()
+                folded = await self._fold_from_log(self.state, store_progress=False)
+                async with self.log.pool.acquire() as conn, conn.transaction():
+                    await store.replace(conn, self.state)
+                self._committed = self.state.position
+        self._notify()
+        log.info("board caught up", events=folded, position=self.state.position, from_stored=stored is not None)
         return folded
 
     async def handle(self, conn, event: events_pb2.Event) -> None:
@@ -78,6 +89,9 @@ class Projector:
             return
         async with self._lock:
             state = self.state
+            if self._store_all:
+                await store.replace(conn, state)  # after a rebuild: its rows, in this transaction
+                self._store_all = False
             if position <= state.position:
                 # Folded already. If the transaction that stored it rolled back, store everything now.
                 if await store.stored_position(conn) < state.position:
@@ -105,10 +119,9 @@ class Projector:
             events = await self._fold_from_log(fresh, store_progress=False)
             async with self._lock:
                 events += await self._fold_from_log(fresh, store_progress=False)  # appended meanwhile
-                async with self.log.pool.acquire() as conn, conn.transaction():
-                    await store.replace(conn, fresh)
                 self.state = fresh
-                self._committed = fresh.position
+                self._views_position = -1  # cached views are of the old state, maybe at this same position
+                self._store_all = True
             self._notify()
         finally:
             self._rebuilding = False

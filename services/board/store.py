@@ -5,14 +5,17 @@ from services.board.projection import State
 
 
 async def load(conn) -> State | None:
-    """The stored projection, or None when nothing was stored yet."""
+    """The stored projection; None when nothing was stored yet or it was folded by another projection version."""
     checkpoint = await conn.fetchrow("SELECT position, globals FROM board_checkpoint")
     if checkpoint is None:
         return None
     rows = await conn.fetch("SELECT version, route, state FROM board_rows ORDER BY version, route")
     boards = [row["state"] for row in rows if row["route"] == ""]
     routes = [(row["version"], row["route"], row["state"]) for row in rows if row["route"] != ""]
-    return projection.state_from_json(checkpoint["globals"], boards, routes)
+    try:
+        return projection.state_from_json(checkpoint["globals"], boards, routes)
+    except projection.StaleProjection:
+        return None
 
 
 async def stored_position(conn) -> int:

@@ -1,9 +1,10 @@
 """The board rules, one at a time, on small hand-written logs."""
 
-from board_events import DAY_NS, START_NS, check, envelope, report, rules
 from kernelboard.v1 import events_pb2
 
 from services.board import projection, views
+
+from .board_events import DAY_NS, START_NS, check, envelope, report, rules
 
 AGENT = events_pb2.PRINCIPAL_KIND_AGENT
 

@@ -3,13 +3,14 @@ ranking order, and that nothing but a counted passing check or a maintainer's re
 
 import math
 
-from board_events import DAY_NS, START_NS, check, envelope, report, rules
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kernelboard.v1 import events_pb2
 
 from services.board import projection, views
 from services.board.projection import FAILED_CHECK, REPORTED_BY_MAINTAINER, VERIFIED
+
+from .board_events import DAY_NS, START_NS, check, envelope, report, rules
 
 ROUTES = ["fast", "faster", "tiled", "naive"]
 PEOPLE = ["alice", "bob", "curator"]

@@ -1,9 +1,10 @@
 """``kb board`` prints the board the way the benchmark's page reads."""
 
-from board_events import check, envelope, report, rules
 from kernelboard.v1 import events_pb2
 
 from services.board import projection, render, views
+
+from .board_events import check, envelope, report, rules
 
 
 def logged():
