@@ -42,8 +42,9 @@ def generate(count: int, *, seed: int = 7, routes: int = 2000, agents: int = 200
             version += 1
             event.actor = "curator"
             event.rules_approved.CopyFrom(
-                events_pb2.RulesApproved(rules_commit=f"{version:040x}", benchmark_version=version,
-                                         rules_json=rules_json(version))
+                events_pb2.RulesApproved(
+                    rules_commit=f"{version:040x}", benchmark_version=version, rules_json=rules_json(version)
+                )
             )
         elif roll < 0.40:
             passed = rng.random() < 0.8
@@ -76,7 +77,12 @@ def generate(count: int, *, seed: int = 7, routes: int = 2000, agents: int = 200
             by_maintainer = rng.random() < 0.1
             event.actor = "curator" if by_maintainer else agent
             m = event.metrics_reported
-            m.route, m.sha, m.score, m.cost = route, f"{rng.getrandbits(160):040x}", round(rng.uniform(0.5, 4.0), 3), 1.0
+            m.route, m.sha, m.score, m.cost = (
+                route,
+                f"{rng.getrandbits(160):040x}",
+                round(rng.uniform(0.5, 4.0), 3),
+                1.0,
+            )
             m.by_maintainer, m.reporter, m.benchmark_version = by_maintainer, event.actor, version
         elif roll < 0.90:
             event.actor = "system:scheduler"

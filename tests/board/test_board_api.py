@@ -4,33 +4,12 @@ import asyncio
 
 import grpc
 import pytest
-from kernelboard.v1 import board_pb2, board_pb2_grpc, events_pb2
+from kernelboard.v1 import board_pb2, events_pb2
 from prometheus_client import REGISTRY
 
-from services.board.api import add_to_server
-from services.board.projector import Projector
-from services.common import auth
 from services.common.eventlog import NewEvent
-from services.common.grpcserver import start_server
 
-from .board_events import check
-from .test_board_service import append_all, scenario
-
-
-@pytest.fixture
-async def served(fresh_log):
-    async with fresh_log.pool.acquire() as conn:
-        for name, role in (("curator", auth.MAINTAINER), ("alice", auth.MEMBER)):
-            await auth.register_principal(conn, name, auth.PERSON, name, role, log=fresh_log, actor="system:admin")
-        tokens = {name: await auth.issue_token(conn, name) for name in ("curator", "alice")}
-    await append_all(fresh_log, scenario())
-    projector = Projector(fresh_log)
-    await projector.start()
-    server = await start_server("board", add_to_server(projector), port=0, pool=fresh_log.pool)
-    channel = grpc.aio.insecure_channel(f"127.0.0.1:{server.port}")
-    yield board_pb2_grpc.BoardStub(channel), tokens, projector, fresh_log
-    await channel.close()
-    await server.stop(0)
+from .board_events import append_all, check
 
 
 def as_(tokens, name):
@@ -44,7 +23,7 @@ async def rpc_error(call) -> grpc.aio.AioRpcError:
 
 
 async def test_get_board_newest_by_default_a_version_on_request_and_clear_errors(served):
-    stub, tokens, _, _ = served
+    stub, tokens, *_ = served
     alice = as_(tokens, "alice")
     newest = await stub.GetBoard(board_pb2.GetBoardRequest(), metadata=alice)
     assert newest.version == 2 and [e.route for e in newest.ranked] == ["fast"]
@@ -68,7 +47,7 @@ async def test_get_board_newest_by_default_a_version_on_request_and_clear_errors
 
 
 async def test_list_boards_card_and_route(served):
-    stub, tokens, _, _ = served
+    stub, tokens, *_ = served
     alice = as_(tokens, "alice")
     listed = await stub.ListBoards(board_pb2.ListBoardsRequest(), metadata=alice)
     assert [b.version for b in listed.boards] == [1, 2]
@@ -87,7 +66,7 @@ async def test_list_boards_card_and_route(served):
 
 
 async def test_rebuild_is_for_maintainers(served):
-    stub, tokens, projector, _ = served
+    stub, tokens, projector, *_ = served
     denied = await rpc_error(stub.Rebuild(board_pb2.RebuildBoardRequest(), metadata=as_(tokens, "alice")))
     assert denied.code() == grpc.StatusCode.PERMISSION_DENIED
     assert denied.details().startswith("maintainer role needed to rebuild the board")
@@ -97,7 +76,7 @@ async def test_rebuild_is_for_maintainers(served):
 
 
 async def test_watch_board_sends_the_board_then_each_change(served):
-    stub, tokens, projector, log = served
+    stub, tokens, projector, log, _ = served
     stream = stub.WatchBoard(board_pb2.WatchBoardRequest(version=1), metadata=as_(tokens, "alice"))
     first = await asyncio.wait_for(stream.read(), 10)
     assert [e.route for e in first.ranked] == ["tiled", "fast"]

@@ -1,99 +1,13 @@
 """The board's projector and store on the real PostgreSQL log: catch-up, restarts, redeliveries, rollbacks, rebuild."""
 
-from datetime import UTC, datetime, timedelta
-
 import pytest
 from kernelboard.v1 import events_pb2
 
 from services.board import projection, store, views
 from services.board.projector import Projector
-from services.common.eventlog import EventLog, NewEvent
+from services.common.eventlog import EventLog
 
-from .board_events import check, report, rules
-
-T0 = datetime(2026, 11, 1, tzinfo=UTC)
-
-
-def scenario(start_minute: int = 0):
-    """(stream, NewEvent) pairs: rules, routes, checks passing and failing, reports, an adoption, a raised version."""
-    at = [T0 + timedelta(minutes=start_minute + i) for i in range(20)]
-    return [
-        ("rules", NewEvent(rules(1, verifier_versions=[1]), actor="curator", occurred_at=at[0])),
-        (
-            "route:fast",
-            NewEvent(
-                events_pb2.RouteStarted(route="fast", owner="alice", started_by="alice/a1"),
-                actor="alice/a1",
-                occurred_at=at[1],
-            ),
-        ),
-        (
-            "check:1",
-            NewEvent(
-                check("fast", 1, passed=True, score=2.0, check_id="1"),
-                actor="system:verifier",
-                verifier_version=1,
-                occurred_at=at[2],
-            ),
-        ),
-        (
-            "check:2",
-            NewEvent(
-                check("slow", 1, passed=False, score=0.0, reasons=["timeout"], check_id="2"),
-                actor="system:verifier",
-                verifier_version=1,
-                occurred_at=at[3],
-            ),
-        ),
-        (
-            "route:tiled",
-            NewEvent(
-                report("tiled", 1, score=3.0, by_maintainer=True, reporter="curator"),
-                actor="curator",
-                occurred_at=at[4],
-            ),
-        ),
-        (
-            "route:naive",
-            NewEvent(
-                report("naive", 1, score=9.0, by_maintainer=False, reporter="bob"), actor="bob", occurred_at=at[5]
-            ),
-        ),
-        (
-            "benchmark:1",
-            NewEvent(
-                events_pb2.RouteAdopted(route="fast", benchmark_version=1, adopted=True),
-                actor="curator",
-                occurred_at=at[6],
-            ),
-        ),
-        (
-            "check:3",
-            NewEvent(
-                check("fast", 1, passed=True, score=2.5, check_id="3"),
-                actor="system:verifier",
-                verifier_version=1,
-                occurred_at=at[7],
-            ),
-        ),
-        ("rules", NewEvent(rules(2), actor="curator", occurred_at=at[8])),
-        (
-            "check:4",
-            NewEvent(
-                check("fast", 2, passed=True, score=1.2, check_id="4"),
-                actor="system:verifier",
-                verifier_version=1,
-                occurred_at=at[9],
-            ),
-        ),
-    ]
-
-
-async def append_all(log: EventLog, items) -> list[events_pb2.Event]:
-    appended = []
-    for stream, new in items:
-        appended += await log.append(stream, None, [new])
-    return appended
+from .board_events import append_all, scenario
 
 
 async def read_everything(log: EventLog) -> list[events_pb2.Event]:
