@@ -133,15 +133,22 @@ class Projector:
         )
 
     async def _fold_from_log(self, state: State, *, store_progress: bool) -> int:
+        """Fold every event after the state's position; the next batch is fetched while this one folds."""
         folded = 0
         apply = projection.apply
-        async for event in self.log.read_all(state.position, batch_size=READ_BATCH):
-            apply(state, event)
-            folded += 1
-            if store_progress and folded % PERSIST_EVERY == 0:
+        pending = asyncio.create_task(self.log.read_batch(state.position, READ_BATCH))
+        while True:
+            batch = await pending
+            if len(batch) == READ_BATCH:
+                pending = asyncio.create_task(self.log.read_batch(batch[-1].global_position, READ_BATCH))
+            for event in batch:
+                apply(state, event)
+            folded += len(batch)
+            if store_progress and folded % PERSIST_EVERY < len(batch) and folded >= PERSIST_EVERY:
                 await self._store(state)
-            if folded % READ_BATCH == 0:
-                await asyncio.sleep(0)  # let queries in between batches
+            if len(batch) < READ_BATCH:
+                break
+            await asyncio.sleep(0)  # let queries in between batches
         if store_progress and folded:
             await self._store(state)
         return folded
