@@ -6,9 +6,11 @@ from contextlib import contextmanager
 import grpc
 from kernelboard.v1 import board_pb2, board_pb2_grpc, events_pb2
 
+from services.board.projection import SET_STATUSES
 from services.board.projector import Projector, RebuildRunning, UnknownBoard
 from services.common import metrics
 from services.common.auth import require_role
+from services.common.eventlog import NewEvent
 
 QUERY_SECONDS = metrics.histogram(
     "kb_board_query_seconds",
@@ -103,6 +105,47 @@ class BoardServicer(board_pb2_grpc.BoardServicer):
             return await self.projector.rebuild()
         except RebuildRunning as err:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(err))
+
+    async def AdoptRoute(self, request, context):
+        principal = await require_role(context, events_pb2.ROLE_MAINTAINER, "mark a route adopted")
+        await _check_version(request.version, context)
+        if not request.route:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "route is required: the route's name, e.g. 'fast'")
+        version = await self._board_version(request.version, context)
+        if request.route not in self.projector.state.boards[version].routes:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"route {request.route!r} is not on board {version}")
+        adopted = events_pb2.RouteAdopted(
+            route=request.route, benchmark_version=version, adopted=request.adopted, note=request.note
+        )
+        return await self._append(version, adopted, principal.name)
+
+    async def SetBenchmarkStatus(self, request, context):
+        principal = await require_role(context, events_pb2.ROLE_MAINTAINER, "set a board's status")
+        await _check_version(request.version, context)
+        if request.status not in SET_STATUSES:
+            choices = ", ".join(sorted(SET_STATUSES))
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, f"status must be one of {choices}, not {request.status!r}"
+            )
+        if request.status != "active" and not request.reason.strip():
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, f"a reason is required to mark a board {request.status}"
+            )
+        version = await self._board_version(request.version, context)
+        changed = events_pb2.BenchmarkStatusChanged(
+            benchmark_version=version, status=request.status, reason=request.reason.strip()
+        )
+        return await self._append(version, changed, principal.name)
+
+    async def _board_version(self, version: int, context) -> int:
+        try:
+            return self.projector.resolve(version)
+        except UnknownBoard as err:
+            await context.abort(grpc.StatusCode.NOT_FOUND, str(err))
+
+    async def _append(self, version: int, payload, actor: str) -> board_pb2.BoardChangeReply:
+        (appended,) = await self.projector.log.append(f"benchmark:{version}", None, [NewEvent(payload, actor=actor)])
+        return board_pb2.BoardChangeReply(version=version, global_position=appended.global_position)
 
 
 def add_to_server(projector: Projector):

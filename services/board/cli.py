@@ -17,6 +17,15 @@ def register(subparsers) -> None:
     what.add_argument("--route", metavar="NAME", help="a route's checks and reports over time instead of the board")
     what.add_argument("--list", action="store_true", help="every board, a line each")
     what.add_argument("--rebuild", action="store_true", help="maintainers: rebuild the projection from the log")
+    what.add_argument("--adopt", metavar="ROUTE", help="maintainers: mark ROUTE adopted on the board")
+    what.add_argument("--unadopt", metavar="ROUTE", help="maintainers: withdraw ROUTE's adopted mark")
+    what.add_argument(
+        "--set-status",
+        choices=["active", "saturated", "superseded", "flawed"],
+        help="maintainers: set the board's status (with --reason)",
+    )
+    parser.add_argument("--note", default="", help="with --adopt: why")
+    parser.add_argument("--reason", default="", help="with --set-status: why")
     parser.set_defaults(handler=run)
 
 
@@ -67,6 +76,19 @@ def run(args) -> int:
                 else f"rebuilt {reply.boards} boards from {reply.events} events in {reply.seconds:.2f} s"
                 f" (log position {reply.log_position})"
             )
+        elif args.adopt or args.unadopt:
+            request = board_pb2.AdoptRouteRequest(
+                route=args.adopt or args.unadopt, version=args.version, adopted=bool(args.adopt), note=args.note
+            )
+            reply = stub.AdoptRoute(request, metadata=metadata)
+            mark = "adopted" if args.adopt else "no longer adopted"
+            print(f"{request.route} {mark} on board {reply.version} (log position {reply.global_position})")
+        elif args.set_status:
+            request = board_pb2.SetBenchmarkStatusRequest(
+                version=args.version, status=args.set_status, reason=args.reason
+            )
+            reply = stub.SetBenchmarkStatus(request, metadata=metadata)
+            print(f"board {reply.version} marked {args.set_status} (log position {reply.global_position})")
         elif args.watch:
             return _watch(stub, args, metadata, board_pb2, render)
         else:

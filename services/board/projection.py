@@ -20,6 +20,8 @@ The rules, as this module applies them (DESIGN.md "Board rules"):
 - Listed beside, unranked: a route's latest report by anyone else ("reported") and, while the route's latest counted
   check failed, that check with its reasons ("failed check").
 - Adopted: the latest RouteAdopted for the route on that board.
+- History: a route's checks, reports and adoption marks on a board are kept as their log positions with what the
+  fold decided of each (counted, or why not); GetRoute reads those events back from the log.
 - Status: the latest of the rules' ``benchmark.status`` and BenchmarkStatusChanged (active, saturated, superseded,
   flawed); an active board reads "quiet" once no score has been placed on it (ranked or beside; failed checks are
   not scores) for 14 days, counted from its start when it has none.

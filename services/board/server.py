@@ -57,13 +57,13 @@ async def run(settings: Settings) -> None:
     event_log = await EventLog.connect(settings.database_url)
     background = BoardBackground(event_log, settings)
     try:
+        await background.start(exit_on_failure=True)  # caught up before the first query is taken
         await serve(
             "board",
             add_to_server(background.projector),
             port=GRPC_PORTS["board"],
             metrics_port=METRICS_PORTS["board"],
             pool=event_log.pool,
-            on_start=[lambda: background.start(exit_on_failure=True)],
             on_stop=[background.stop],
         )
     finally:

@@ -104,3 +104,40 @@ def first_time(view):
     from datetime import datetime
 
     return datetime.fromisoformat(view.header.last_active.replace("Z", "+00:00"))
+
+
+async def test_maintainers_adopt_routes_and_set_a_boards_status_through_the_log(served):
+    stub, tokens, projector, log, _ = served
+    curator, alice = as_(tokens, "curator"), as_(tokens, "alice")
+    denied = await rpc_error(stub.AdoptRoute(board_pb2.AdoptRouteRequest(route="tiled", adopted=True), metadata=alice))
+    assert denied.code() == grpc.StatusCode.PERMISSION_DENIED
+    absent = await rpc_error(
+        stub.AdoptRoute(board_pb2.AdoptRouteRequest(route="tiled", version=2, adopted=True), metadata=curator)
+    )
+    assert (absent.code(), absent.details()) == (grpc.StatusCode.NOT_FOUND, "route 'tiled' is not on board 2")
+    bogus = await rpc_error(
+        stub.SetBenchmarkStatus(board_pb2.SetBenchmarkStatusRequest(version=1, status="done"), metadata=curator)
+    )
+    assert bogus.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert bogus.details() == "status must be one of active, flawed, saturated, superseded, not 'done'"
+    no_reason = await rpc_error(
+        stub.SetBenchmarkStatus(board_pb2.SetBenchmarkStatusRequest(version=1, status="flawed"), metadata=curator)
+    )
+    assert no_reason.details() == "a reason is required to mark a board flawed"
+
+    adopted = await stub.AdoptRoute(
+        board_pb2.AdoptRouteRequest(route="tiled", version=1, adopted=True, note="merged into main"), metadata=curator
+    )
+    await stub.AdoptRoute(board_pb2.AdoptRouteRequest(route="fast", version=1, adopted=False), metadata=curator)
+    flawed = await stub.SetBenchmarkStatus(
+        board_pb2.SetBenchmarkStatusRequest(version=1, status="flawed", reason="timer leak"), metadata=curator
+    )
+    appended = [e async for e in log.read_all(adopted.global_position - 1)]
+    assert [e.actor for e in appended] == ["curator"] * 3
+    assert appended[-1].global_position == flawed.global_position
+    for event in appended:  # what the consumer does once the relay publishes them
+        async with log.pool.acquire() as conn, conn.transaction():
+            await projector.handle(conn, event)
+    view = await stub.GetBoard(board_pb2.GetBoardRequest(version=1), metadata=alice)
+    assert (view.status, view.status_reason) == ("flawed", "timer leak")
+    assert [(e.route, e.adopted) for e in view.ranked] == [("tiled", True), ("fast", False)]

@@ -231,3 +231,33 @@ class RebuildBoardReply(_message.Message):
     log_position: int
     boards: int
     def __init__(self, events: _Optional[int] = ..., seconds: _Optional[float] = ..., log_position: _Optional[int] = ..., boards: _Optional[int] = ...) -> None: ...
+
+class AdoptRouteRequest(_message.Message):
+    __slots__ = ("route", "version", "adopted", "note")
+    ROUTE_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    ADOPTED_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    route: str
+    version: int
+    adopted: bool
+    note: str
+    def __init__(self, route: _Optional[str] = ..., version: _Optional[int] = ..., adopted: _Optional[bool] = ..., note: _Optional[str] = ...) -> None: ...
+
+class SetBenchmarkStatusRequest(_message.Message):
+    __slots__ = ("version", "status", "reason")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    version: int
+    status: str
+    reason: str
+    def __init__(self, version: _Optional[int] = ..., status: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class BoardChangeReply(_message.Message):
+    __slots__ = ("version", "global_position")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    GLOBAL_POSITION_FIELD_NUMBER: _ClassVar[int]
+    version: int
+    global_position: int
+    def __init__(self, version: _Optional[int] = ..., global_position: _Optional[int] = ...) -> None: ...

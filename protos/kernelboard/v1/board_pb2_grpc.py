@@ -64,6 +64,16 @@ class BoardStub:
                 request_serializer=kernelboard_dot_v1_dot_board__pb2.RebuildBoardRequest.SerializeToString,
                 response_deserializer=kernelboard_dot_v1_dot_board__pb2.RebuildBoardReply.FromString,
                 _registered_method=True)
+        self.AdoptRoute = channel.unary_unary(
+                '/kernelboard.v1.Board/AdoptRoute',
+                request_serializer=kernelboard_dot_v1_dot_board__pb2.AdoptRouteRequest.SerializeToString,
+                response_deserializer=kernelboard_dot_v1_dot_board__pb2.BoardChangeReply.FromString,
+                _registered_method=True)
+        self.SetBenchmarkStatus = channel.unary_unary(
+                '/kernelboard.v1.Board/SetBenchmarkStatus',
+                request_serializer=kernelboard_dot_v1_dot_board__pb2.SetBenchmarkStatusRequest.SerializeToString,
+                response_deserializer=kernelboard_dot_v1_dot_board__pb2.BoardChangeReply.FromString,
+                _registered_method=True)
 
 
 class BoardServicer:
@@ -109,6 +119,20 @@ class BoardServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AdoptRoute(self, request, context):
+        """Maintainers: mark a route adopted on a board, or withdraw the mark (appends RouteAdopted).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetBenchmarkStatus(self, request, context):
+        """Maintainers: set a board's status: active, saturated, superseded or flawed (appends BenchmarkStatusChanged).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BoardServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -141,6 +165,16 @@ def add_BoardServicer_to_server(servicer, server):
                     servicer.Rebuild,
                     request_deserializer=kernelboard_dot_v1_dot_board__pb2.RebuildBoardRequest.FromString,
                     response_serializer=kernelboard_dot_v1_dot_board__pb2.RebuildBoardReply.SerializeToString,
+            ),
+            'AdoptRoute': grpc.unary_unary_rpc_method_handler(
+                    servicer.AdoptRoute,
+                    request_deserializer=kernelboard_dot_v1_dot_board__pb2.AdoptRouteRequest.FromString,
+                    response_serializer=kernelboard_dot_v1_dot_board__pb2.BoardChangeReply.SerializeToString,
+            ),
+            'SetBenchmarkStatus': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetBenchmarkStatus,
+                    request_deserializer=kernelboard_dot_v1_dot_board__pb2.SetBenchmarkStatusRequest.FromString,
+                    response_serializer=kernelboard_dot_v1_dot_board__pb2.BoardChangeReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -305,6 +339,60 @@ class Board:
             '/kernelboard.v1.Board/Rebuild',
             kernelboard_dot_v1_dot_board__pb2.RebuildBoardRequest.SerializeToString,
             kernelboard_dot_v1_dot_board__pb2.RebuildBoardReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AdoptRoute(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kernelboard.v1.Board/AdoptRoute',
+            kernelboard_dot_v1_dot_board__pb2.AdoptRouteRequest.SerializeToString,
+            kernelboard_dot_v1_dot_board__pb2.BoardChangeReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetBenchmarkStatus(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kernelboard.v1.Board/SetBenchmarkStatus',
+            kernelboard_dot_v1_dot_board__pb2.SetBenchmarkStatusRequest.SerializeToString,
+            kernelboard_dot_v1_dot_board__pb2.BoardChangeReply.FromString,
             options,
             channel_credentials,
             insecure,
