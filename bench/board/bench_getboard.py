@@ -18,10 +18,12 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 import asyncpg
 import grpc
+from prometheus_client.parser import text_string_to_metric_families
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -108,6 +110,27 @@ async def load(port: int, token: str, rps: int, seconds: float, clients: int) ->
     }
 
 
+def server_side(metrics_port: int) -> dict:
+    """The server's own account: the board's query time (kb_board_query_seconds) against the whole call's
+    (kb_grpc_request_duration_seconds: interceptors, auth, handler)."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).read().decode()
+    samples = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.labels.get("method") == "GetBoard" and sample.name.endswith(("_sum", "_count")):
+                samples[sample.name] = sample.value
+    board_n = samples.get("kb_board_query_seconds_count", 0)
+    call_n = samples.get("kb_grpc_request_duration_seconds_count", 0)
+    return {
+        "server_board_query_mean_ms": round(samples["kb_board_query_seconds_sum"] / board_n * 1000, 4)
+        if board_n
+        else None,
+        "server_call_mean_ms": round(samples["kb_grpc_request_duration_seconds_sum"] / call_n * 1000, 3)
+        if call_n
+        else None,
+    }
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rps", type=int, default=1000)
@@ -137,7 +160,9 @@ async def main() -> None:
             if time.monotonic() > deadline or server.poll() is not None:
                 raise RuntimeError("the board server did not start")
             await asyncio.sleep(0.2)
-        result = await load(int(port_file.read_text()), token, args.rps, args.seconds, args.clients)
+        grpc_port, metrics_port = map(int, port_file.read_text().split())
+        result = await load(grpc_port, token, args.rps, args.seconds, args.clients)
+        result.update(server_side(metrics_port))
         result = {
             "benchmark": "board GetBoard latency",
             "clients": args.clients,

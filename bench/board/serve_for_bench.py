@@ -1,5 +1,6 @@
 """The board's read path as the service runs it (projector caught up from the log, gRPC server with auth and
-observability), on a given database, for bench_getboard.py. Writes its port to PORT_FILE and serves until killed."""
+observability), on a given database, for bench_getboard.py. Writes its gRPC and metrics ports to PORT_FILE and
+serves until killed."""
 
 import asyncio
 import sys
@@ -9,6 +10,7 @@ from services.board.projector import Projector
 from services.common.eventlog import EventLog
 from services.common.grpcserver import start_server
 from services.common.logs import configure_logging
+from services.common.metrics import start_metrics_server
 
 
 async def main(database_url: str, port_file: str) -> None:
@@ -17,8 +19,9 @@ async def main(database_url: str, port_file: str) -> None:
     projector = Projector(log)
     await projector.start()
     server = await start_server("board", add_to_server(projector), port=0, pool=log.pool)
+    metrics_port = start_metrics_server(0, addr="127.0.0.1")
     with open(port_file, "w") as out:
-        out.write(str(server.port))
+        out.write(f"{server.port} {metrics_port}")
     await asyncio.Event().wait()
 
 
