@@ -5,6 +5,7 @@ import asyncio
 import secrets
 
 import pytest
+from prometheus_client import REGISTRY
 
 from services.board import projection
 from services.board.server import BoardBackground
@@ -64,6 +65,8 @@ async def test_the_board_follows_the_log_through_nats_across_a_restart_and_dupli
     await append_all(fresh_log, scenario(start_minute=20)[5:])
     behind, age = await first.projector.measure_lag()
     assert behind == 5 and age > 0
+    assert REGISTRY.get_sample_value("kb_board_projection_lag_events") == 5
+    assert REGISTRY.get_sample_value("kb_board_projection_lag_seconds") == age
 
     second = BoardBackground(fresh_log, settings, consumer_name=consumer_name)
     await second.start()  # catches up from its stored checkpoint, then follows NATS
