@@ -57,9 +57,7 @@ def test_route_and_job_commits_get_every_check_of_the_rules():
     assert len(job) == 2 and job[0].job_id == "17"
 
 
-@pytest.mark.parametrize(
-    "kind", [events_pb2.COMMIT_KIND_MAIN, events_pb2.COMMIT_KIND_PULL, events_pb2.COMMIT_KIND_TAG]
-)
+@pytest.mark.parametrize("kind", [events_pb2.COMMIT_KIND_MAIN, events_pb2.COMMIT_KIND_PULL, events_pb2.COMMIT_KIND_TAG])
 def test_other_commits_are_not_checked(kind):
     assert domain.checks_for_commit(commit(kind), "e1", approved(), "fast") == []
 
