@@ -2,11 +2,15 @@
 running the real harness (smoke shapes, TRITON_INTERPRET=1) in the sandbox, and the gRPC API watching it happen."""
 
 import asyncio
+import json
+import re
+from types import SimpleNamespace
 
 import grpc
 import pytest
 from kernelboard.v1 import verifier_pb2, verifier_pb2_grpc
 
+from services.cli.main import main as kb_main
 from services.common import auth, metrics
 from services.common.consumer import Consumer
 from services.common.grpcserver import start_server
@@ -14,8 +18,18 @@ from services.common.relay import Relay
 from services.verifier.api import ChangeFeed, add_to_server
 from services.verifier.intake import CONSUMER_NAME, EVENT_TYPES, Intake
 from services.verifier.worker import Worker
-from tests.verifier.conftest import CPU_SLOT, REPO, approve_rules, project_rules, push_route, worker_config
+from tests.verifier.conftest import (
+    CPU_SLOT,
+    REPO,
+    approve_rules,
+    metrics_script,
+    project_rules,
+    push_route,
+    rules_with_checks,
+    worker_config,
+)
 
+CHECK_ROW = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}  ")
 REFERENCE_ROUTE = {"new_gelu.py": (REPO / "tests/harness/routes/reference/new_gelu.py").read_text()}
 CHEATING_ROUTE = {"new_gelu.py": (REPO / "tests/harness/cheats/c03_input_mutation/new_gelu.py").read_text()}
 
@@ -37,7 +51,12 @@ async def service(log, stream, queue):
         token = await auth.issue_token(conn, "alice")
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{server.port}")
     try:
-        yield verifier_pb2_grpc.VerifierStub(channel), (("authorization", f"Bearer {token}"),)
+        yield SimpleNamespace(
+            stub=verifier_pb2_grpc.VerifierStub(channel),
+            signed_in=(("authorization", f"Bearer {token}"),),
+            address=f"127.0.0.1:{server.port}",
+            token=token,
+        )
     finally:
         await channel.close()
         for component in (relay, consumer, worker):
@@ -48,7 +67,7 @@ async def service(log, stream, queue):
 
 
 async def test_pushed_routes_are_verified_and_watched_over_grpc(log, repo, service):
-    stub, signed_in = service
+    stub, signed_in = service.stub, service.signed_in
     rules_commit = await approve_rules(log, repo, project_rules())
     good_sha, _ = await push_route(log, repo, "good", REFERENCE_ROUTE, rules_commit)
     cheat_sha, _ = await push_route(log, repo, "cheat", CHEATING_ROUTE, rules_commit)
@@ -115,14 +134,42 @@ async def test_pushed_routes_are_verified_and_watched_over_grpc(log, repo, servi
     ],
 )
 async def test_bad_requests_get_a_status_naming_the_problem(service, call, request_, code, words):
-    stub, signed_in = service
+    stub, signed_in = service.stub, service.signed_in
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await getattr(stub, call)(request_, metadata=signed_in)
     assert err.value.code() == code and words in err.value.details()
 
 
 async def test_the_api_needs_a_signed_in_caller(service):
-    stub, _ = service
+    stub = service.stub
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await stub.ListChecks(verifier_pb2.ListChecksRequest())
     assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
+
+
+async def test_kb_checks_lists_and_shows_the_checks(log, repo, service, monkeypatch, capsys):
+    quick = {"name": "quick", "script": "checks/quick.sh", "metrics": "quick.json", "time_limit_s": 60}
+    rules_commit = await approve_rules(
+        log, repo, rules_with_checks(quick), extra={"checks/quick.sh": metrics_script("")}
+    )
+    sha, _ = await push_route(log, repo, "listed", {"new_gelu.py": ""}, rules_commit)
+    request = verifier_pb2.ListChecksRequest(sha=sha)
+    async with asyncio.timeout(60):
+        while [c.state for c in (await service.stub.ListChecks(request, metadata=service.signed_in)).checks] != [
+            "passed"
+        ]:
+            await asyncio.sleep(0.2)
+    monkeypatch.setenv("KB_VERIFIER_ADDR", service.address)
+    monkeypatch.setenv("KB_TOKEN", service.token)
+
+    # The CLI is synchronous: it runs in a thread while this loop serves it.
+    assert await asyncio.to_thread(kb_main, ["checks", "--sha", sha]) == 0
+    # (stdout also carries the in-process server's log lines: pick the table's row)
+    [line] = [row for row in capsys.readouterr().out.splitlines() if CHECK_ROW.match(row)]
+    assert "listed" in line and sha[:12] in line and "quick" in line and "passed" in line and "1.5000" in line
+    check_id = line.split()[0]
+    assert await asyncio.to_thread(kb_main, ["checks", check_id, "--json"]) == 0
+    [shown] = [json.loads(row) for row in capsys.readouterr().out.splitlines() if row.startswith('{"attempts"')]
+    assert shown["state"] == "passed" and shown["result"]["subtasks"][0]["id"] == "new_gelu"
+    assert await asyncio.to_thread(kb_main, ["checks", "--sha", "abc"]) == 1
+    assert "INVALID_ARGUMENT" in capsys.readouterr().err
