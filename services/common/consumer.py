@@ -12,26 +12,35 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import asyncpg
 import nats.errors
-import structlog
 from kernelboard.v1 import events_pb2
 from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
-from prometheus_client import Counter, Gauge
 
-from services.common import bus
+from services.common import bus, metrics
 from services.common.config import Settings
 from services.common.eventlog import EventLog, NewEvent
+from services.common.logs import bind_ids, get_logger
 
 Handler = Callable[[asyncpg.Connection, events_pb2.Event], Awaitable[None]]
 
-CONSUMER_PROCESSED = Counter("kb_consumer_processed_total", "Events a consumer's handler applied", ["consumer"])
-CONSUMER_DEAD_LETTERED = Counter(
+CONSUMER_PROCESSED = metrics.counter("kb_consumer_processed_total", "Events a consumer's handler applied", ["consumer"])
+CONSUMER_DEAD_LETTERED = metrics.counter(
     "kb_consumer_dead_lettered_total", "Events a consumer gave up on after its retries", ["consumer"]
 )
-CONSUMER_LAG = Gauge("kb_consumer_lag_events", "Events in the log beyond the consumer's checkpoint", ["consumer"])
+CONSUMER_LAG = metrics.gauge(
+    "kb_consumer_lag_events", "Events in the log beyond the consumer's checkpoint", ["consumer"]
+)
 TRANSIENT_ERRORS = (OSError, TimeoutError, nats.errors.Error, asyncpg.PostgresError, asyncpg.InterfaceError)
+# The database connection is gone: retrying the handler on it, or dead-lettering its event, would be wrong.
+CONNECTION_LOST = (
+    OSError,
+    asyncpg.InterfaceError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.exceptions.AdminShutdownError,
+    asyncpg.exceptions.CrashShutdownError,
+)
 
-log = structlog.get_logger("kb.consumer")
+log = get_logger(component="consumer")
 
 
 class Consumer:
@@ -104,16 +113,17 @@ class Consumer:
             self.ready.set()
             while not self._stopping.is_set():
                 try:
-                    messages = await self._fetch_unless_stopped(subscription)
-                except TimeoutError:
-                    # Quiet bus: poll the log, so nothing waits on a notification NATS lost.
-                    await self.catch_up()
-                    continue
+                    try:
+                        messages = await self._fetch_unless_stopped(subscription)
+                    except TimeoutError:
+                        # Quiet bus: poll the log, so nothing waits on a notification NATS lost.
+                        await self.catch_up()
+                        continue
+                    await self.handle_messages(messages)
                 except TRANSIENT_ERRORS as err:
-                    log.warning("consumer_fetch_failed", consumer=self.name, error=repr(err))
+                    # Nothing was committed, or it was and the unacked messages come back and change nothing.
+                    log.warning("consumer_retrying", consumer=self.name, error=repr(err), checkpoint=self.checkpoint)
                     await asyncio.sleep(1)
-                    continue
-                await self.handle_messages(messages)
         finally:
             self.ready.clear()
             await nc.close()
@@ -185,9 +195,12 @@ class Consumer:
         """Tries the handler up to max_attempts times, each in a savepoint; returns the last error, or None."""
         for attempt in range(1, self.max_attempts + 1):
             try:
-                async with conn.transaction():
-                    await self.handler(conn, event)
+                with bind_ids(event_id=event.event_id):
+                    async with conn.transaction():
+                        await self.handler(conn, event)
                 return None
+            except CONNECTION_LOST:
+                raise  # not the event's fault: nothing commits, the batch comes again
             except Exception as err:  # any handler failure is retried, then dead-lettered
                 log.warning(
                     "consumer_handler_failed",

@@ -219,3 +219,24 @@ async def test_a_poisoned_event_is_dead_lettered_and_the_consumer_moves_on(log, 
     applied_positions = await applied(log, name)
     assert poison.global_position not in applied_positions
     assert {good.global_position, after.global_position, letter_position} <= set(applied_positions)
+
+
+async def test_relay_and_consumer_recover_when_postgresql_drops_their_connections(log, settings, effects):
+    name = consumer_name()
+    consumer = Consumer(name, log, settings, recording_handler(name), ack_wait_s=1, fetch_timeout_s=0.5)
+    relay = Relay(log, settings, batch_size=10, poll_interval_s=0.1, retry_delay_s=0.1)
+    async with running(consumer, relay):
+        await asyncio.wait_for(consumer.ready.wait(), 10)
+        for _ in range(3):
+            await append_jobs(log, 30, batch=10)
+            # Every other session on this database goes, the relay's lock-holding one included.
+            async with log.pool.acquire() as conn:
+                await conn.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                    " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
+            await asyncio.sleep(0.2)
+        await append_jobs(log, 10, batch=10)
+        head = await log.head_position()
+        await wait_for(lambda: checkpoint_reached(consumer, head), 30, "the consumer after the disconnections")
+    assert await applied(log, name) == await positions(log)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from kernelboard.v1 import events_pb2 as pb
+from nats.js.api import StorageType
 
 from services.common import bus
 from services.common.eventlog import EventLog, NewEvent
@@ -72,6 +73,7 @@ async def test_jetstream_drops_a_republished_event_id(js, settings):
     assert await stream_messages(js, settings) == 1
     info = await js.stream_info(settings.events_stream)
     assert info.config.duplicate_window == bus.DUPLICATE_WINDOW_S
+    assert info.config.max_age == bus.MAX_AGE_S and info.config.storage == StorageType.FILE
 
 
 async def test_relay_publishes_the_log_in_order_and_wakes_on_notify(log, settings, js):
