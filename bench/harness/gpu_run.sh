@@ -27,7 +27,7 @@ step() {  # step NAME LIMIT_S COMMAND...: run, log, and record its exit code and
     printf "%-14s rc=%-3s wall_s=%s\n" "$name" "$rc" "$(python3 -c "print(round($end - $start, 1))")" | tee -a "$OUT/summary.txt"
 }
 
-for i in 1 2; do
+for i in $(seq 1 "${REFERENCE_RUNS:-2}"); do
     echo "== reference run $i" >>"$log"
     step "reference_$i" 100 python3 -m services.verifier.harness tests/harness/routes/reference \
         --metrics "$OUT/reference_$i.json" --shapes "$SHAPES"

@@ -64,6 +64,12 @@ def test_honest_triton_file_is_clean_and_its_kernels_are_listed():
         ("lib.cudaDeviceSetLimit(6, 1 << 25)", "class 7"),
         ("import torch\nf = torch.compile(g)", "class 9"),
         ("from torch.utils.cpp_extension import load_inline", "class 9"),
+        ("import torch\nwatched = torch._C._get_dispatch_mode(None)", "class 6"),
+        ("import torch\nif torch.autograd.profiler._is_profiler_enabled:\n    pass", "class 6"),
+        ("from torch.utils._python_dispatch import _get_current_dispatch_mode", "class 6"),
+        ("import torch.nn.functional as F\nF._in_projection", "class 6"),
+        ("import torch\nc = getattr(torch, '_' + 'C')", "class 6"),
+        ("import torch\nc = getattr(torch, '_C')", "class 6"),
     ],
 )
 def test_forbidden_imports_and_calls_name_their_class(source, expected):

@@ -96,6 +96,19 @@ _INTROSPECTION_ATTRS = {
 }
 
 
+# torch's private API (torch._C, torch.utils._python_dispatch, torch.autograd.profiler._is_profiler_enabled, ...) is
+# how a route would notice the harness's dispatch recorder or profiler and behave only while watched.
+_TORCH_INTERNALS = (_CLASS6, "reaches into torch internals (could tell when the harness is recording)")
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _is_private_path(parts: list[str]) -> bool:
+    return any(_is_private(part) for part in parts)
+
+
 @dataclass
 class ScanResult:
     violations: list[str] = field(default_factory=list)  # "class N (...): file.py:line what"
@@ -136,6 +149,7 @@ def scan_source(source: str, filename: str) -> ScanResult:
         result.violations.append(f"route: {filename}:{err.lineno} does not parse: {err.msg}")
         return result
     imported_modules: set[str] = set()
+    torch_aliases: set[str] = set()
 
     def flag(cls_what: tuple[str, str], node, detail: str = ""):
         cls, what = cls_what
@@ -149,12 +163,18 @@ def scan_source(source: str, filename: str) -> ScanResult:
         for prefix, reason in FORBIDDEN_SUBMODULES.items():
             if name == prefix or name.startswith(prefix + "."):
                 flag(reason, node, f"import {name}")
+                break
+        else:
+            if top == "torch" and _is_private_path(name.split(".")[1:]):
+                flag(_TORCH_INTERNALS, node, f"import {name}")
 
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 check_module(alias.name, node)
                 imported_modules.add((alias.asname or alias.name).split(".")[0])
+                if alias.name.split(".")[0] == "torch":
+                    torch_aliases.add((alias.asname or alias.name).split(".")[0])
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level == 0:
@@ -162,10 +182,16 @@ def scan_source(source: str, filename: str) -> ScanResult:
                 for alias in node.names:
                     check_module(f"{base}.{alias.name}", node)
                     imported_modules.add(alias.asname or alias.name)
+                    if base.split(".")[0] == "torch":
+                        torch_aliases.add(alias.asname or alias.name)
         elif isinstance(node, ast.FunctionDef) and _is_triton_kernel(node):
             result.triton_kernels.add(node.name)
 
     for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and _dotted(node.func) in {"getattr", "builtins.getattr"} and len(node.args) > 1:
+            attr = node.args[1]
+            if not (isinstance(attr, ast.Constant) and isinstance(attr.value, str)) or _is_private(attr.value):
+                flag((_CLASS6, "looks attributes up by computed or private names"), node, "getattr()")
         if isinstance(node, ast.Call):
             name = _dotted(node.func)
             for suffix, reason in FORBIDDEN_CALLS.items():
@@ -174,6 +200,8 @@ def scan_source(source: str, filename: str) -> ScanResult:
                     break
         if isinstance(node, ast.Attribute) and node.attr in _INTROSPECTION_ATTRS:
             flag((_CLASS6, "introspects frames or functions"), node, node.attr)
+        elif isinstance(node, ast.Attribute) and _is_private(node.attr) and _root_name(node) in torch_aliases:
+            flag(_TORCH_INTERNALS, node, _dotted(node))
         if isinstance(node, (ast.Name, ast.Attribute, ast.Constant)):
             text = getattr(node, "id", None) or getattr(node, "attr", None) or getattr(node, "value", None)
             if isinstance(text, str) and any(word in text for word in _L2_WORDS):

@@ -328,8 +328,9 @@ class _Judge:
 
     def check_ops(self, reference, candidate_recorder: OpRecorder, inputs: list):
         reference_recorder = OpRecorder(self.ctx.device)
+        reference_inputs = _clone(inputs)
         with reference_recorder:
-            _call(reference, _clone(inputs))
+            _call(reference, reference_inputs)
         found = op_violations(candidate_recorder, reference_recorder)
         self.result.details["candidate_ops"] = sorted(candidate_recorder.families)
         self.result.details["reference_ops"] = sorted(reference_recorder.families)
