@@ -358,35 +358,46 @@ def step_slurm(ctx: Context) -> str:
     done = run(
         ["bash", str(script)], "Slurm (deploy/local/slurm/up.sh)", 900, env=env, log=ctx.layout.log_file("slurm")
     )
-    ctx.slurm_conf = ctx.slurm_conf or slurm_conf_from(done.stdout, ctx.layout)
+    ctx.slurm_conf = slurm_conf_from(done.stdout, ctx.layout) or ctx.slurm_conf
     return f"up (SLURM_CONF={ctx.slurm_conf or 'default /etc/slurm/slurm.conf'})"
 
 
 def slurm_conf_from(output: str, layout: Layout) -> str | None:
-    """The slurm.conf up.sh made: a ``SLURM_CONF=<path>`` line in its output, else $KB_HOME/slurm/slurm.conf."""
+    """The slurm.conf up.sh made: its ``export SLURM_CONF=<path>`` line, else $KB_HOME/slurm/etc/slurm.conf."""
     for line in reversed(output.splitlines()):
+        line = line.strip().removeprefix("export ").strip()
         if line.startswith("SLURM_CONF="):
             return line.split("=", 1)[1].strip()
-    conventional = layout.home / "slurm" / "slurm.conf"
+    conventional = layout.home / "slurm" / "etc" / "slurm.conf"
     return str(conventional) if conventional.exists() else None
 
 
 def postgres_data_dir(layout: Layout) -> Path:
-    """Where a throwaway cluster lives: under KB_HOME when user postgres can reach it, else under /var/tmp."""
-    preferred = layout.home / "postgres"
+    """Where a new throwaway cluster goes: under KB_HOME when user postgres can reach it, else under /var/tmp."""
+    layout.home.mkdir(parents=True, exist_ok=True)
     probe = subprocess.run(["runuser", "-u", "postgres", "--", "test", "-x", str(layout.home)], capture_output=True)
     if probe.returncode == 0:
-        return preferred
+        return layout.home / "postgres"
     tag = hashlib.sha256(str(layout.home).encode()).hexdigest()[:12]
     return Path("/var/tmp") / f"kernelboard-{tag}" / "postgres"
 
 
+def our_postgres(layout: Layout) -> tuple[int, Path] | None:
+    """The cluster `up` started, from run/postgres.pid (the postmaster's pid, then its directory), if it still runs."""
+    try:
+        recorded = Path(layout.pid_file("postgres").read_text().split()[1])
+    except (FileNotFoundError, IndexError):
+        layout.pid_file("postgres").unlink(missing_ok=True)
+        return None
+    pid = running_pid(layout, "postgres", str(recorded / "data"))
+    return (pid, recorded) if pid is not None else None
+
+
 def step_postgres(ctx: Context) -> str:
     host, port = host_port(ctx.database_url, 5432)
-    data_dir = postgres_data_dir(ctx.layout)
-    marker = str(data_dir / "data")
-    if running_pid(ctx.layout, "postgres", marker) is not None:
-        return f"already running (ours, {data_dir})"
+    ours = our_postgres(ctx.layout)
+    if ours is not None:
+        return f"already running (ours, pid {ours[0]}, {ours[1]})"
     if tcp_answers(host, port):
         return f"reusing the server on {host}:{port}"
     if host not in ("127.0.0.1", "localhost"):
@@ -396,25 +407,27 @@ def step_postgres(ctx: Context) -> str:
         raise StackError("PostgreSQL does not answer and initdb/pg_ctl are not installed (apt-get install postgresql)")
     user = urllib.parse.urlsplit(ctx.database_url).username or "root"
     as_postgres = ["runuser", "-u", "postgres", "--"]
+    cluster = postgres_data_dir(ctx.layout)
+    data = str(cluster / "data")
     # pg_ctl writes its log as user postgres, so it lives in the cluster's own directory.
-    log = data_dir / "server.log"
-    data_dir.mkdir(parents=True, exist_ok=True)
-    shutil.chown(data_dir, "postgres", "postgres")
-    if not (data_dir / "data" / "PG_VERSION").exists():
-        run([*as_postgres, initdb, "-D", marker, "-U", user, "--auth=trust", "-E", "UTF8"], "initdb", 120, log=None)
-    options = f"-p {port} -k {data_dir} -c listen_addresses=127.0.0.1"
+    log = cluster / "server.log"
+    cluster.mkdir(parents=True, exist_ok=True)
+    shutil.chown(cluster, "postgres", "postgres")
+    if not (cluster / "data" / "PG_VERSION").exists():
+        run([*as_postgres, initdb, "-D", data, "-U", user, "--auth=trust", "-E", "UTF8"], "initdb", 120)
+    options = f"-p {port} -k {cluster} -c listen_addresses=127.0.0.1"
     run(
-        [*as_postgres, pg_ctl, "-D", marker, "-w", "-t", "60", "-l", str(log), "-o", options, "start"],
+        [*as_postgres, pg_ctl, "-D", data, "-w", "-t", "60", "-l", str(log), "-o", options, "start"],
         f"starting PostgreSQL (log {log})",
         90,
     )
-    pid = read_pid(data_dir / "data" / "postmaster.pid")
+    pid = read_pid(cluster / "data" / "postmaster.pid")
     if pid is None:
         raise StackError(f"PostgreSQL started but wrote no postmaster.pid; log {log}")
     ctx.layout.run_dir.mkdir(parents=True, exist_ok=True)
-    ctx.layout.pid_file("postgres").write_text(f"{pid}\n")
+    ctx.layout.pid_file("postgres").write_text(f"{pid}\n{cluster}\n")
     wait_until(lambda: tcp_answers(host, port), 30, f"PostgreSQL on {host}:{port} (log {log})")
-    return f"started a throwaway cluster in {data_dir} on {host}:{port} (pid {pid})"
+    return f"started a throwaway cluster in {cluster} on {host}:{port} (pid {pid})"
 
 
 def nats_command(conf: Path, port: int | None = None, monitor_port: int | None = None) -> list[str]:
@@ -446,14 +459,17 @@ def start_nats(layout: Layout, port: int, monitor_port: int, deadline_s: float =
     )
     pid, started = start_process(layout, "nats", argv, str(conf), env)
 
-    def healthy() -> bool:
-        if not process_matches(pid, str(conf)):
-            raise StackError(
-                f"nats-server exited at start; log {layout.log_file('nats')}:\n{log_tail(layout.log_file('nats'))}"
-            )
-        return nats_healthy(monitor_port)
+    log = layout.log_file("nats")
 
-    wait_until(healthy, deadline_s, f"nats-server health on 127.0.0.1:{monitor_port} (log {layout.log_file('nats')})")
+    def healthy() -> bool:
+        # Our process must be alive and our client port must speak JetStream: a monitor port answering alone could be
+        # another server's.
+        if not process_matches(pid, str(conf)):
+            raise StackError(f"nats-server exited at start; log {log}:\n{log_tail(log)}")
+        info = nats_info("127.0.0.1", port, timeout_s=0.5)
+        return bool(info and info.get("jetstream")) and nats_healthy(monitor_port)
+
+    wait_until(healthy, deadline_s, f"nats-server on 127.0.0.1:{port}, health on :{monitor_port} (log {log})")
     return pid, started
 
 
@@ -734,18 +750,21 @@ def cmd_down(args) -> int:
 
 def stop_postgres(layout: Layout) -> str:
     """Stop the throwaway cluster we started (a reused server has no pid file of ours and is never touched)."""
-    data = postgres_data_dir(layout) / "data"
-    pid = running_pid(layout, "postgres", str(data))
-    if pid is None:
+    ours = our_postgres(layout)
+    if ours is None:
         return "not started by the stack"
+    pid, cluster = ours
+    data = str(cluster / "data")
     pg_ctl = find_postgres_bin("pg_ctl")
     if pg_ctl:
+        # A fast shutdown through pg_ctl lets PostgreSQL end its backends itself; stop_process is the fallback.
         subprocess.run(
-            ["runuser", "-u", "postgres", "--", pg_ctl, "-D", str(data), "-m", "fast", "-w", "-t", "30", "stop"],
+            ["runuser", "-u", "postgres", "--", pg_ctl, "-D", data, "-m", "fast", "-w", "-t", "30", "stop"],
             capture_output=True,
             timeout=60,
         )
-    return stop_process(layout, "postgres", str(data)) if process_matches(pid, str(data)) else f"stopped (pid {pid})"
+    outcome = stop_process(layout, "postgres", data)
+    return f"stopped (pid {pid})" if outcome == "not running" else outcome
 
 
 def cmd_status(args) -> int:
