@@ -12,6 +12,7 @@ what failed and shows the tail of its log. Only what this script started is ever
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fcntl
 import glob
 import hashlib
@@ -315,8 +316,38 @@ def step_packages(ctx: Context) -> str:
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     log = ctx.layout.log_file("apt")
     run(["apt-get", "update"], "apt-get update", 600, env=env, log=log)
-    run(["apt-get", "install", "-y", "--no-install-recommends", *packages], "apt-get install", 1200, env=env, log=log)
-    return f"installed {' '.join(packages)}"
+    with services_not_autostarted():
+        run(
+            ["apt-get", "install", "-y", "--no-install-recommends", *packages],
+            "apt-get install",
+            1200,
+            env=env,
+            log=log,
+        )
+    return f"installed {' '.join(packages)} (log {log})"
+
+
+POLICY_RC_D = Path("/usr/sbin/policy-rc.d")
+
+
+@contextlib.contextmanager
+def services_not_autostarted():
+    """Keep apt from starting what it installs (Debian's policy-rc.d, exit 101 = action forbidden).
+
+    A freshly installed postgresql would otherwise start Debian's own cluster on 5432, which refuses root over TCP
+    without a password; the stack starts PostgreSQL and NATS itself, from deploy/local. An existing policy is kept.
+    """
+    if POLICY_RC_D.exists():
+        yield
+        return
+    POLICY_RC_D.write_text(
+        "#!/bin/sh\n# kernelboard deploy/local/stack.py: no service starts during apt-get install\nexit 101\n"
+    )
+    POLICY_RC_D.chmod(0o755)
+    try:
+        yield
+    finally:
+        POLICY_RC_D.unlink(missing_ok=True)
 
 
 def requirements_stamp(layout: Layout) -> str:
@@ -734,17 +765,30 @@ def cmd_up(args) -> int:
 def cmd_down(args) -> int:
     ctx = context_from_env()
     layout = ctx.layout
+    processes = component_modules()
+    unknown = sorted(set(args.components) - set(processes))
+    if unknown:
+        raise StackError(f"no component named {', '.join(unknown)}; components: {', '.join(processes)}")
     with lock(layout):
-        for name, module in reversed(component_modules().items()):
-            say(f"{name}: {stop_process(layout, name, module)}")
+        for name, module in reversed(processes.items()):
+            if not args.components or name in args.components:
+                say(f"{name}: {stop_process(layout, name, module)}")
+        if args.components:
+            return 0
         conf = layout.repo / "deploy" / "local" / "nats.conf"
         say(f"nats: {stop_process(layout, 'nats', str(conf))}")
         say(f"postgres: {stop_postgres(layout)}")
         slurm_down = layout.repo / "deploy" / "local" / "slurm" / "down.sh"
         if slurm_down.exists():
             env = dict(os.environ, KB_HOME=str(layout.home))
-            run(["bash", str(slurm_down)], "Slurm (deploy/local/slurm/down.sh)", 120, env=env)
-            say("slurm: stopped (deploy/local/slurm/down.sh)")
+            run(
+                ["bash", str(slurm_down)],
+                "Slurm (deploy/local/slurm/down.sh)",
+                120,
+                env=env,
+                log=layout.log_file("slurm"),
+            )
+            say(f"slurm: deploy/local/slurm/down.sh stopped what up.sh started (log {layout.log_file('slurm')})")
         return 0
 
 
@@ -795,7 +839,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub.add_parser("prepare", help="packages, venv, Slurm, PostgreSQL and NATS only (for CI)").set_defaults(
         handler=cmd_prepare
     )
-    sub.add_parser("down", help="stop what `up` started, by pid").set_defaults(handler=cmd_down)
+    down = sub.add_parser("down", help="stop what `up` started, by pid")
+    down.add_argument("components", nargs="*", help="only these of the relay and the services (default: everything)")
+    down.set_defaults(handler=cmd_down)
     sub.add_parser("status", help="what runs; exit 3 when a component is stopped").set_defaults(handler=cmd_status)
     args = parser.parse_args(argv)
     try:
