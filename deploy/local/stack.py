@@ -652,7 +652,12 @@ def step_route_checked(ctx: Context, deadline_s: float) -> dict:
 
 
 def step_board(ctx: Context) -> str:
-    done = run([str(ctx.layout.venv / "bin" / "kb"), "board"], "kb board", 60, env=ctx.service_env())
+    """``kb board``, signed in as the seeded maintainer (services.ingest.seed writes $KB_HOME/curator.token)."""
+    env = ctx.service_env()
+    token_file = ctx.layout.home / "curator.token"
+    if "KB_TOKEN" not in env and token_file.exists():
+        env["KB_TOKEN"] = token_file.read_text().strip()
+    done = run([str(ctx.layout.venv / "bin" / "kb"), "board"], "kb board", 60, env=env)
     return done.stdout
 
 
