@@ -383,6 +383,9 @@ def step_slurm(ctx: Context) -> str:
     """deploy/local/slurm/up.sh (the scheduler's) installs and starts munge, MariaDB, slurmdbd, slurmctld, slurmd."""
     script = ctx.layout.repo / "deploy" / "local" / "slurm" / "up.sh"
     ctx.slurm_conf = os.environ.get("SLURM_CONF") or None
+    if ctx.slurm_conf and slurm_answers(ctx.slurm_conf):
+        # One Slurm cluster per machine: its daemons' ports are fixed, so a second up.sh could not start another.
+        return f"reusing the cluster of SLURM_CONF={ctx.slurm_conf}"
     if not script.exists():
         return "skipped: deploy/local/slurm/up.sh is not in this checkout"
     env = dict(os.environ, KB_HOME=str(ctx.layout.home))
@@ -391,6 +394,22 @@ def step_slurm(ctx: Context) -> str:
     )
     ctx.slurm_conf = slurm_conf_from(done.stdout, ctx.layout) or ctx.slurm_conf
     return f"up (SLURM_CONF={ctx.slurm_conf or 'default /etc/slurm/slurm.conf'})"
+
+
+def slurm_answers(slurm_conf: str) -> bool:
+    """Whether the controller of ``slurm_conf`` answers and its node can take jobs."""
+    try:
+        done = subprocess.run(
+            ["sinfo", "-h", "-o", "%T"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            env=dict(os.environ, SLURM_CONF=slurm_conf),
+        )
+    except (FileNotFoundError, subprocess.TimeoutExpired):
+        return False
+    states = done.stdout.split()
+    return done.returncode == 0 and any(state in ("idle", "mixed", "allocated", "completing") for state in states)
 
 
 def slurm_conf_from(output: str, layout: Layout) -> str | None:

@@ -85,3 +85,16 @@ def test_a_throwaway_postgres_cluster_starts_takes_a_database_and_stops(stack, p
     assert outcome == f"stopped (pid {pid})"
     assert not layout.pid_file("postgres").exists()
     assert not stack.tcp_answers("127.0.0.1", port)
+
+
+def test_a_slurm_conf_with_no_controller_behind_it_is_not_reused(stack, tmp_path):
+    conf = tmp_path / "slurm.conf"
+    conf.write_text(f"ClusterName=nowhere\nSlurmctldHost=localhost(127.0.0.1)\nSlurmctldPort={free_port()}\n")
+    assert stack.slurm_answers(str(conf)) is False
+
+
+@pytest.mark.skipif(not os.environ.get("SLURM_CONF"), reason="no SLURM_CONF: the local Slurm cluster is not up")
+def test_the_running_slurm_cluster_is_reused(stack, layout):
+    ctx = stack.Context(layout=layout, database_url=MACHINE_POSTGRES, nats_url=MACHINE_NATS)
+    assert stack.step_slurm(ctx) == f"reusing the cluster of SLURM_CONF={os.environ['SLURM_CONF']}"
+    assert ctx.slurm_conf == os.environ["SLURM_CONF"]
