@@ -1,0 +1,249 @@
+"""The append-only event log on PostgreSQL (asyncpg): append with optimistic concurrency, read in commit order.
+
+The schema and the reasoning behind the global position live in migrations/0001_event_log.sql.
+"""
+
+import re
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import asyncpg
+from google.protobuf.message import Message
+from google.protobuf.timestamp_pb2 import Timestamp
+from kernelboard.v1 import events_pb2
+
+from services.common.migrate import apply_migrations
+
+Event = events_pb2.Event
+
+# The payload oneof: message name (the event's type) -> the Event field that carries it.
+_PAYLOAD_ONEOF = Event.DESCRIPTOR.oneofs_by_name["payload"].fields
+PAYLOAD_FIELDS: dict[str, str] = {field.message_type.name: field.name for field in _PAYLOAD_ONEOF}
+
+
+def _varint(value: int) -> bytes:
+    if value <= 0x7F:
+        return _SMALL_VARINTS[value]
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+_SMALL_VARINTS = [bytes((v,)) for v in range(0x80)]
+# The wire tag of each payload field (length-delimited), which envelope_head ends with before the payload's length.
+_PAYLOAD_TAGS: dict[str, bytes] = {field.message_type.name: _varint(field.number << 3 | 2) for field in _PAYLOAD_ONEOF}
+
+_APPEND = (
+    "SELECT first_position, actual_version, duplicate_ids FROM kb_append_events($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_DUPLICATE_KEY = re.compile(r"\(event_id\)=\(([0-9a-f-]+)\)")
+_COLUMNS = "global_position, stream_version, envelope_head || payload"
+_READ_ALL = f"SELECT {_COLUMNS} FROM events WHERE global_position > $1 ORDER BY global_position LIMIT $2"
+_READ_ALL_TYPES = (
+    f"SELECT {_COLUMNS} FROM events WHERE global_position > $1 AND type = ANY($3::text[])"
+    " ORDER BY global_position LIMIT $2"
+)
+_READ_STREAM = f"SELECT {_COLUMNS} FROM events WHERE stream = $1 AND stream_version >= $2 ORDER BY stream_version"
+
+
+@dataclass(frozen=True)
+class NewEvent:
+    payload: Message  # one of the Event.payload oneof messages, e.g. events_pb2.RouteStarted(...)
+    actor: str
+    event_id: str | None = None  # default: uuid4; a given id makes a retried append fail as a duplicate, never twice
+    verifier_version: int | None = None
+    occurred_at: datetime | None = None  # default: now (UTC)
+
+
+class ConcurrencyConflict(Exception):
+    def __init__(self, stream: str, expected: int, actual: int):
+        super().__init__(f"stream {stream!r}: expected version {expected}, actual version {actual}")
+        self.stream, self.expected, self.actual = stream, expected, actual
+
+
+class DuplicateEvent(Exception):
+    def __init__(self, event_ids: Sequence[str]):
+        super().__init__(f"event id(s) already in the log: {', '.join(sorted(event_ids))}")
+        self.event_ids = sorted(event_ids)
+
+
+def event_type(payload: Message) -> str:
+    """The payload message's name, e.g. "CommitIngested"; refuses messages that are not Event payloads."""
+    name = payload.DESCRIPTOR.name
+    if name not in PAYLOAD_FIELDS or type(payload).DESCRIPTOR.full_name != f"kernelboard.v1.{name}":
+        raise ValueError(f"{payload.DESCRIPTOR.full_name} is not an Event payload")
+    return name
+
+
+def payload_of(event: Event) -> Message | None:
+    """The set payload message (None when the log holds a type this code does not know)."""
+    field = event.WhichOneof("payload")
+    return getattr(event, field) if field else None
+
+
+def decode_row(row) -> Event:
+    """A row of _COLUMNS -> the Event envelope, payload oneof set (one protobuf parse; see envelope_head)."""
+    position, version, encoded = row
+    event = Event.FromString(encoded)
+    event.global_position = position
+    event.stream_version = version
+    return event
+
+
+class EventLog:
+    def __init__(self, pool: asyncpg.Pool):
+        self.pool = pool
+
+    @classmethod
+    async def connect(cls, database_url: str, *, migrate: bool = True, **pool_options) -> "EventLog":
+        pool = await asyncpg.create_pool(database_url, **pool_options)
+        if migrate:
+            async with pool.acquire() as conn:
+                await apply_migrations(conn)
+        return cls(pool)
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+    async def append(
+        self,
+        stream: str,
+        expected_version: int | None,
+        events: Sequence[NewEvent],
+        *,
+        conn: asyncpg.Connection | None = None,
+    ) -> list[Event]:
+        """Appends events to a stream atomically; returns their envelopes with versions and positions filled in.
+
+        expected_version: the stream's current version (0: the stream must not exist yet), None: don't check.
+        conn: a connection inside the caller's transaction; the append then commits or rolls back with it (and holds
+        the log's append lock until then, so append late in that transaction).
+        """
+        if not stream:
+            raise ValueError("an event needs a stream name")
+        if expected_version is not None and expected_version < 0:
+            raise ValueError(f"expected_version must be >= 0 or None, got {expected_version}")
+        if not events:
+            return []
+        envelopes, payloads, occurred, heads = [], [], [], []
+        for new in events:
+            envelope, payload, occurred_at, head = _envelope(stream, new)
+            envelopes.append(envelope)
+            payloads.append(payload)
+            occurred.append(occurred_at)
+            heads.append(head)
+        ids = [e.event_id for e in envelopes]
+        if len(set(ids)) != len(ids):
+            raise DuplicateEvent({i for i in ids if ids.count(i) > 1})
+        args = (
+            stream,
+            expected_version,
+            ids,
+            [e.type for e in envelopes],
+            payloads,
+            occurred,
+            [e.actor for e in envelopes],
+            [new.verifier_version for new in events],
+            heads,
+        )
+        try:
+            row = await (conn or self.pool).fetchrow(_APPEND, *args)
+        except asyncpg.UniqueViolationError as err:
+            if err.constraint_name == "events_event_id_key":
+                raise DuplicateEvent(_DUPLICATE_KEY.findall(err.detail or "") or ids) from err
+            raise
+        first_position, actual_version, duplicates = row
+        if first_position is None:
+            if duplicates:
+                raise DuplicateEvent([str(d) for d in duplicates])
+            raise ConcurrencyConflict(stream, expected_version, actual_version)
+        for i, envelope in enumerate(envelopes):
+            envelope.stream_version = actual_version + 1 + i
+            envelope.global_position = first_position + i
+        return envelopes
+
+    async def read_batch(
+        self,
+        from_position: int = 0,
+        limit: int = 1000,
+        *,
+        types: set[str] | None = None,
+        conn: asyncpg.Connection | None = None,
+    ) -> list[Event]:
+        """Up to `limit` events with positions > from_position, in commit order (one query)."""
+        db = conn or self.pool
+        if types is None:
+            rows = await db.fetch(_READ_ALL, from_position, limit)
+        else:
+            rows = await db.fetch(_READ_ALL_TYPES, from_position, limit, sorted(types))
+        return [decode_row(r) for r in rows]
+
+    async def read_all(
+        self, from_position: int = 0, *, batch_size: int = 1000, types: set[str] | None = None
+    ) -> AsyncIterator[Event]:
+        """Every event with position > from_position, in commit order, fetched in batches (keyset pagination).
+
+        Ends at the head as seen by the last batch; events appended meanwhile are included up to that point.
+        """
+        position = from_position
+        while True:
+            batch = await self.read_batch(position, batch_size, types=types)
+            for event in batch:
+                yield event
+            if len(batch) < batch_size:
+                return
+            position = batch[-1].global_position
+
+    async def read_stream(self, stream: str, from_version: int = 1) -> list[Event]:
+        return [decode_row(r) for r in await self.pool.fetch(_READ_STREAM, stream, from_version)]
+
+    async def stream_version(self, stream: str) -> int:
+        """The stream's current version, 0 when it does not exist."""
+        return await self.pool.fetchval("SELECT coalesce(max(stream_version), 0) FROM events WHERE stream = $1", stream)
+
+    async def head_position(self, conn: asyncpg.Connection | None = None) -> int:
+        """The last committed global position: every event at or below it is visible to any later read."""
+        return await (conn or self.pool).fetchval("SELECT position FROM event_log_head")
+
+
+def _envelope(stream: str, new: NewEvent) -> tuple[Event, bytes, datetime, bytes]:
+    """The envelope (version and position still unset), the serialized payload, the occurrence time and the
+    envelope_head stored beside the payload."""
+    type_ = event_type(new.payload)
+    event_id = str(uuid.uuid4()) if new.event_id is None else _check_uuid(new.event_id)
+    if not new.actor:
+        raise ValueError(f"event {event_id}: an event needs an actor")
+    occurred_at = new.occurred_at or datetime.now(UTC)
+    if occurred_at.tzinfo is None:
+        raise ValueError(f"event {event_id}: occurred_at must carry a time zone")
+    since_epoch = occurred_at - _EPOCH
+    envelope = Event(
+        event_id=event_id,
+        stream=stream,
+        type=type_,
+        actor=new.actor,
+        occurred_at=Timestamp(
+            seconds=since_epoch.days * 86400 + since_epoch.seconds, nanos=since_epoch.microseconds * 1000
+        ),
+    )
+    if new.verifier_version is not None:
+        envelope.verifier_version = new.verifier_version
+    payload = new.payload.SerializeToString()
+    head = envelope.SerializeToString() + _PAYLOAD_TAGS[type_] + _varint(len(payload))
+    field = getattr(envelope, PAYLOAD_FIELDS[type_])
+    field.SetInParent()
+    field.MergeFrom(new.payload)
+    return envelope, payload, occurred_at, head
+
+
+def _check_uuid(event_id: str) -> str:
+    try:
+        return str(uuid.UUID(event_id))
+    except (ValueError, TypeError, AttributeError) as err:
+        raise ValueError(f"event_id {event_id!r} is not a UUID") from err

@@ -1,0 +1,229 @@
+"""gRPC server scaffolding shared by the four services (grpc.aio).
+
+Every server gets: grpc.health.v1 (SERVING for each of its services and for ""), server reflection, request metrics
+(kb_grpc_*), a request id bound to the logs, the bearer-token AuthInterceptor when given a database pool, and a
+graceful shutdown on SIGTERM/SIGINT: health goes NOT_SERVING first, the server stops taking new calls and lets the
+running ones finish within a grace period, then the on_stop hooks run.
+"""
+
+import asyncio
+import contextlib
+import inspect
+import os
+import signal
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1.health import aio as health_aio
+from grpc_reflection.v1alpha import reflection
+
+from services.common import metrics
+from services.common.logs import bind_ids, get_logger
+
+AddServicers = Callable[[grpc.aio.Server], Sequence[str]]
+Hook = Callable[[], Awaitable[None] | None]
+# Wraps one call: entered in the handler's own task before the handler runs, exited after its final status.
+Around = Callable[[grpc.aio.ServicerContext], contextlib.AbstractAsyncContextManager]
+
+HEALTH_SERVICE = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
+DEFAULT_GRACE_S = float(os.environ.get("KB_SHUTDOWN_GRACE_S", "10"))
+# Probes and reflection are frequent and uninteresting: logged at debug, not info.
+_QUIET_PREFIXES = (f"/{HEALTH_SERVICE}/", f"/{reflection.SERVICE_NAME}/", "/grpc.reflection.v1.ServerReflection/")
+
+log = get_logger()
+
+
+def wrap_handler(handler: grpc.RpcMethodHandler, around: Around) -> grpc.RpcMethodHandler:
+    """The same RPC handler with ``around(context)`` entered and exited around each call, in the call's task.
+
+    Works for the four RPC shapes; a streaming-response behavior may be an async generator or a coroutine that
+    writes with ``context.write``, and the wrapper keeps that shape, which grpc.aio inspects.
+    """
+    if handler.unary_unary:
+        behavior, factory = handler.unary_unary, grpc.unary_unary_rpc_method_handler
+    elif handler.unary_stream:
+        behavior, factory = handler.unary_stream, grpc.unary_stream_rpc_method_handler
+    elif handler.stream_unary:
+        behavior, factory = handler.stream_unary, grpc.stream_unary_rpc_method_handler
+    else:
+        behavior, factory = handler.stream_stream, grpc.stream_stream_rpc_method_handler
+
+    if inspect.isasyncgenfunction(behavior):
+
+        async def wrapped(request_or_iterator, context) -> AsyncIterator:
+            async with around(context):
+                async for response in behavior(request_or_iterator, context):
+                    yield response
+
+    else:
+
+        async def wrapped(request_or_iterator, context):
+            async with around(context):
+                result = behavior(request_or_iterator, context)
+                return await result if inspect.isawaitable(result) else result
+
+    return factory(
+        wrapped, request_deserializer=handler.request_deserializer, response_serializer=handler.response_serializer
+    )
+
+
+def split_method(full_method: str) -> tuple[str, str]:
+    """``/kernelboard.v1.Board/GetBoard`` → (``kernelboard.v1.Board``, ``GetBoard``)."""
+    service, _, method = full_method.lstrip("/").partition("/")
+    return service, method
+
+
+def final_code(context: grpc.aio.ServicerContext, error: BaseException | None) -> grpc.StatusCode:
+    # GeneratorExit: a streaming call abandoned by its client, its generator closed later.
+    if isinstance(error, asyncio.CancelledError | GeneratorExit):
+        return grpc.StatusCode.CANCELLED
+    code = context.code()  # set by abort() or set_code(); None when the handler just returned
+    if error is not None and not isinstance(error, grpc.aio.AbortError):
+        return code if code not in (None, grpc.StatusCode.OK) else grpc.StatusCode.UNKNOWN
+    return code or grpc.StatusCode.OK
+
+
+class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
+    """Counts, times and logs every call, and binds a request id (``x-request-id`` metadata, or a new one)."""
+
+    async def intercept_service(self, continuation, handler_call_details):
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return None
+        full_method = handler_call_details.method
+        service, method = split_method(full_method)
+        quiet = full_method.startswith(_QUIET_PREFIXES)
+        request_id = dict(handler_call_details.invocation_metadata or ()).get("x-request-id") or uuid.uuid4().hex[:16]
+
+        @contextlib.asynccontextmanager
+        async def observed(context):
+            in_flight = metrics.GRPC_IN_FLIGHT.labels(service)
+            in_flight.inc()
+            started = time.perf_counter()
+            error = None
+            with bind_ids(request_id=request_id, rpc=full_method):
+                try:
+                    yield
+                except BaseException as exc:
+                    error = exc
+                    raise
+                finally:
+                    elapsed = time.perf_counter() - started
+                    in_flight.dec()
+                    code = final_code(context, error)
+                    metrics.GRPC_REQUESTS.labels(service, method, code.name).inc()
+                    metrics.GRPC_LATENCY.labels(service, method).observe(elapsed)
+                    emit = log.debug if quiet and code == grpc.StatusCode.OK else log.info
+                    if error is not None and code == grpc.StatusCode.UNKNOWN:
+                        log.error("rpc failed", code=code.name, duration_ms=round(elapsed * 1000, 2), exc_info=error)
+                    else:
+                        emit("rpc finished", code=code.name, duration_ms=round(elapsed * 1000, 2))
+
+        return wrap_handler(handler, observed)
+
+
+class StartedServer:
+    """A started server; unpacks as ``server, port`` and knows how to shut itself down gracefully."""
+
+    def __init__(self, server: grpc.aio.Server, port: int, health: health_aio.HealthServicer, names: Sequence[str]):
+        self.server = server
+        self.port = port
+        self.health = health
+        self.service_names = tuple(names)
+
+    def __iter__(self):
+        return iter((self.server, self.port))
+
+    async def stop(self, grace: float = DEFAULT_GRACE_S) -> None:
+        """NOT_SERVING first (so balancers and probes move away), then stop taking calls and finish running ones."""
+        await self.health.enter_graceful_shutdown()
+        await self.server.stop(grace)
+
+
+async def start_server(
+    service: str,
+    add_servicers: AddServicers,
+    *,
+    port: int = 0,
+    host: str = "127.0.0.1",
+    pool=None,
+    interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+    open_methods: set[str] | None = None,
+) -> StartedServer:
+    """Build and start the server; ``port=0`` binds any free port. Returns ``StartedServer`` (``server, port``).
+
+    ``add_servicers(server)`` registers the service's servicers and returns their full names
+    (e.g. ``kernelboard.v1.Board``) for health and reflection. With ``pool`` every method outside ``open_methods``
+    (health and reflection by default) needs a valid bearer token.
+    """
+    chain: list[grpc.aio.ServerInterceptor] = [ObservabilityInterceptor()]
+    if pool is not None:
+        # Imported here: auth builds its interceptor on this module's wrap_handler.
+        from services.common.auth import DEFAULT_OPEN_METHODS, AuthInterceptor
+
+        chain.append(AuthInterceptor(pool, open_methods=DEFAULT_OPEN_METHODS if open_methods is None else open_methods))
+    chain.extend(interceptors)
+    # No SO_REUSEPORT: a second copy of a service on the same port must fail, not silently share its traffic.
+    server = grpc.aio.server(interceptors=chain, options=[("grpc.so_reuseport", 0)])
+    names = list(add_servicers(server))
+    health = health_aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health, server)
+    for name in ["", *names]:
+        await health.set(name, health_pb2.HealthCheckResponse.SERVING)
+    reflection.enable_server_reflection([*names, HEALTH_SERVICE, reflection.SERVICE_NAME], server)
+    try:
+        bound = server.add_insecure_port(f"{host}:{port}")
+    except RuntimeError as err:
+        raise OSError(f"{service}: cannot listen for gRPC on {host}:{port} (in use?): {err}") from None
+    await server.start()
+    log.info("grpc server started", grpc_service=service, port=bound, services=names, auth=pool is not None)
+    return StartedServer(server, bound, health, names)
+
+
+async def _run_hooks(hooks: Sequence[Hook]) -> None:
+    for hook in hooks:
+        result = hook()
+        if inspect.isawaitable(result):
+            await result
+
+
+async def serve(
+    service: str,
+    add_servicers: AddServicers,
+    *,
+    port: int,
+    metrics_port: int,
+    pool=None,
+    interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+    on_start: Sequence[Hook] = (),
+    on_stop: Sequence[Hook] = (),
+    host: str = "0.0.0.0",
+    grace: float = DEFAULT_GRACE_S,
+    open_methods: set[str] | None = None,
+) -> None:
+    """Run a service until SIGTERM or SIGINT, then shut down gracefully (see the module doc)."""
+    try:
+        bound_metrics = metrics.start_metrics_server(metrics_port)
+    except OSError as err:
+        raise OSError(f"{service}: cannot serve /metrics on port {metrics_port}: {err}") from None
+    started = await start_server(
+        service, add_servicers, port=port, host=host, pool=pool, interceptors=interceptors, open_methods=open_methods
+    )
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stopping.set)
+    try:
+        await _run_hooks(on_start)
+        log.info("serving", grpc_service=service, port=started.port, metrics_port=bound_metrics)
+        await stopping.wait()
+        log.info("shutting down", grpc_service=service, grace_s=grace)
+    finally:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
+        await started.stop(grace)
+        await _run_hooks(on_stop)
+        log.info("stopped", grpc_service=service)

@@ -1,0 +1,175 @@
+"""The relay: publishes the event log, in position order, to the JetStream events stream.
+
+Each event goes to `<prefix>.<Type>` with `Nats-Msg-Id` = its event id and the serialized Event envelope as the
+payload. The checkpoint (relay_checkpoints, per JetStream stream) advances only after JetStream acked the whole
+batch; after a crash the relay resumes from it, and JetStream drops the re-published copies as duplicates. One relay
+is active per stream at a time: the others wait on a PostgreSQL advisory lock. It wakes on LISTEN/NOTIFY (a trigger
+on the events table) and polls as a fallback.
+
+Run it with ``python -m services.common.relay`` (settings from the environment).
+"""
+
+import argparse
+import asyncio
+import signal
+
+import asyncpg
+import nats.errors
+import structlog
+from prometheus_client import Counter, Gauge, start_http_server
+
+from services.common import bus
+from services.common.config import Settings
+from services.common.eventlog import EventLog
+
+NOTIFY_CHANNEL = "kb_events_appended"
+# What a lost connection to NATS or PostgreSQL looks like; anything else is a bug and ends run().
+TRANSIENT_ERRORS = (OSError, TimeoutError, nats.errors.Error, asyncpg.PostgresError, asyncpg.InterfaceError)
+METRICS_PORT = 9105
+
+RELAY_PUBLISHED = Counter("kb_relay_published_total", "Events the relay published and JetStream acked", ["stream"])
+RELAY_DUPLICATES = Counter(
+    "kb_relay_duplicates_total", "Re-published events JetStream dropped as duplicates (after a crash)", ["stream"]
+)
+RELAY_LAG = Gauge("kb_relay_lag_events", "Events in the log not yet published to JetStream", ["stream"])
+RELAY_ERRORS = Counter("kb_relay_errors_total", "Relay cycles that failed and were retried", ["stream"])
+
+log = structlog.get_logger("kb.relay")
+
+
+class Relay:
+    def __init__(
+        self,
+        event_log: EventLog,
+        settings: Settings,
+        *,
+        batch_size: int = 1000,
+        poll_interval_s: float = 1.0,
+        publish_timeout_s: float = 10.0,
+        retry_delay_s: float = 1.0,
+    ):
+        self.log = event_log
+        self.settings = settings
+        self.batch_size = batch_size
+        self.poll_interval_s = poll_interval_s
+        self.publish_timeout_s = publish_timeout_s
+        self.retry_delay_s = retry_delay_s
+        self.checkpoint = 0
+        self.active = asyncio.Event()  # set while this relay holds the lock and publishes
+        self._stopping = asyncio.Event()
+        self._wake = asyncio.Event()
+        self._stream = settings.events_stream
+
+    async def run(self) -> None:
+        """Publishes until stop(); a failed cycle (NATS or PostgreSQL gone) is logged, then retried from the
+        checkpoint."""
+        while not self._stopping.is_set():
+            try:
+                await self._run_once()
+            except TRANSIENT_ERRORS as err:
+                RELAY_ERRORS.labels(self._stream).inc()
+                log.warning("relay_retrying", stream=self._stream, error=repr(err), checkpoint=self.checkpoint)
+            finally:
+                self.active.clear()
+            await self._sleep(self.retry_delay_s)
+
+    async def stop(self) -> None:
+        self._stopping.set()
+        self._wake.set()
+
+    async def _run_once(self) -> None:
+        nc = await bus.connect(self.settings, name="kb-relay")
+        # One connection holds the advisory lock, listens, reads and writes the checkpoint: if it dies, the lock is
+        # gone and so is every query this relay could still make, so a second relay can never publish beside it.
+        conn = await asyncpg.connect(self.settings.database_url)
+        try:
+            js = nc.jetstream(publish_async_max_pending=self.batch_size)
+            await bus.ensure_stream(js, self.settings)
+            if not await self._acquire_lock(conn):
+                return
+            await conn.add_listener(NOTIFY_CHANNEL, self._on_notify)
+            self.checkpoint = await self._load_checkpoint(conn)
+            self.active.set()
+            log.info("relay_active", stream=self._stream, checkpoint=self.checkpoint)
+            while not self._stopping.is_set():
+                self._wake.clear()
+                published = await self._publish_batch(js, conn)
+                if published < self.batch_size:
+                    await self._sleep(self.poll_interval_s)
+        finally:
+            await conn.close()
+            await nc.close()
+
+    async def _acquire_lock(self, conn: asyncpg.Connection) -> bool:
+        """Waits (standby) until this relay holds the stream's advisory lock; False when stopped meanwhile."""
+        while not self._stopping.is_set():
+            if await conn.fetchval("SELECT pg_try_advisory_lock(hashtextextended($1, 0))", f"kb-relay:{self._stream}"):
+                return True
+            await self._sleep(self.poll_interval_s)
+        return False
+
+    async def _load_checkpoint(self, conn: asyncpg.Connection) -> int:
+        await conn.execute("INSERT INTO relay_checkpoints (stream) VALUES ($1) ON CONFLICT DO NOTHING", self._stream)
+        return await conn.fetchval("SELECT position FROM relay_checkpoints WHERE stream = $1", self._stream)
+
+    async def _publish_batch(self, js, conn: asyncpg.Connection) -> int:
+        events = await self.log.read_batch(self.checkpoint, self.batch_size, conn=conn)
+        if events:
+            # publish_async pipelines the batch on one connection, so the stream keeps the log's order.
+            acks = [
+                await js.publish_async(
+                    bus.subject(self.settings, event.type),
+                    event.SerializeToString(),
+                    headers={"Nats-Msg-Id": event.event_id},
+                )
+                for event in events
+            ]
+            acks = await asyncio.wait_for(asyncio.gather(*acks), self.publish_timeout_s)
+            await self._save_checkpoint(conn, events[-1].global_position)
+            duplicates = sum(1 for ack in acks if ack.duplicate)
+            RELAY_PUBLISHED.labels(self._stream).inc(len(events) - duplicates)
+            if duplicates:
+                RELAY_DUPLICATES.labels(self._stream).inc(duplicates)
+                log.info("relay_duplicates_dropped", stream=self._stream, count=duplicates)
+        RELAY_LAG.labels(self._stream).set(await self.log.head_position(conn) - self.checkpoint)
+        return len(events)
+
+    async def _save_checkpoint(self, conn: asyncpg.Connection, position: int) -> None:
+        await conn.execute(
+            "UPDATE relay_checkpoints SET position = $2, updated_at = now() WHERE stream = $1", self._stream, position
+        )
+        self.checkpoint = position
+
+    def _on_notify(self, *_args) -> None:
+        self._wake.set()
+
+    async def _sleep(self, seconds: float) -> None:
+        """Sleeps until woken (a NOTIFY or stop()) or for `seconds`."""
+        try:
+            await asyncio.wait_for(self._wake.wait(), seconds)
+        except TimeoutError:
+            pass
+
+
+async def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description="Publish the kernelboard event log to JetStream.")
+    parser.add_argument("--batch-size", type=int, default=1000)
+    parser.add_argument("--poll-interval", type=float, default=1.0, help="seconds between polls when no NOTIFY comes")
+    parser.add_argument("--metrics-port", type=int, default=METRICS_PORT, help="Prometheus /metrics (0: none)")
+    args = parser.parse_args(argv)
+    settings = Settings.from_env()
+    if args.metrics_port:
+        start_http_server(args.metrics_port)
+    event_log = await EventLog.connect(settings.database_url, min_size=1, max_size=2)
+    relay = Relay(event_log, settings, batch_size=args.batch_size, poll_interval_s=args.poll_interval)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, lambda: asyncio.ensure_future(relay.stop()))
+    try:
+        await relay.run()
+    finally:
+        await event_log.close()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,191 @@
+"""scienceslack.json validation: the project's own file passes; each kind of bad input names its field."""
+
+import copy
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from services.common.rules import SCHEMA_PATH, Rules, RulesError, load_rules, load_rules_file
+
+REFERENCE = Path(__file__).resolve().parents[2] / "scienceslack.json"
+
+
+@pytest.fixture
+def rules_dict():
+    return json.loads(REFERENCE.read_text())
+
+
+def errors_of(data) -> tuple[str, ...]:
+    with pytest.raises(RulesError) as caught:
+        load_rules(data)
+    return caught.value.errors
+
+
+def test_schema_is_valid_draft_2020_12():
+    jsonschema.Draft202012Validator.check_schema(json.loads(SCHEMA_PATH.read_text()))
+
+
+def test_reference_file_loads_into_the_view():
+    rules = load_rules_file(REFERENCE)
+    assert rules.benchmark_version == 1 and rules.status == "active"
+    assert len(rules.kernels) == 12 and "matmul" in rules.kernels
+    assert rules.atol == 0.01 and rules.rtol == 0.01 and rules.random_inputs == 5
+    assert rules.timing.statistic == "median" and rules.timing.l2_flush is True
+    assert rules.check("verify").script == "checks/verify.sbatch"
+    assert rules.partitions["main"].max_time_s == 3600 and rules.partitions["main"].gpus == 0
+    assert rules.maintainers == ("curator",)
+    assert rules.raw["benchmark"]["name"] == "KernelBench operators"
+    with pytest.raises(KeyError, match="no check named 'lint'"):
+        rules.check("lint")
+
+
+def test_view_is_frozen():
+    rules = load_rules_file(REFERENCE)
+    with pytest.raises(AttributeError):
+        rules.atol = 1.0
+    with pytest.raises(TypeError):
+        rules.partitions["other"] = rules.partitions["main"]
+
+
+def test_missing_kernel_is_named(rules_dict):
+    rules_dict["benchmark"]["kernels"].remove("kl_div")
+    assert errors_of(rules_dict) == ("benchmark.kernels: missing 'kl_div'",)
+
+
+def test_unknown_or_repeated_kernel(rules_dict):
+    rules_dict["benchmark"]["kernels"][0] = "conv2d"
+    rules_dict["benchmark"]["kernels"].append("log_softmax")
+    errors = errors_of(rules_dict)
+    assert any(e.startswith("benchmark.kernels[0]: 'conv2d' is not one of matmul,") for e in errors)
+    assert "benchmark.kernels: missing 'matmul'" in errors
+    assert "benchmark.kernels: repeats log_softmax" in errors
+
+
+def test_extra_key_refused_at_any_depth(rules_dict):
+    rules_dict["colour"] = "blue"
+    rules_dict["guardrails"]["timing"]["jitter"] = 0
+    assert errors_of(rules_dict) == ("colour: unknown key", "guardrails.timing.jitter: unknown key")
+
+
+def test_negative_atol(rules_dict):
+    rules_dict["guardrails"]["atol"] = -1
+    assert errors_of(rules_dict) == ("guardrails.atol: -1 must be greater than 0",)
+
+
+def test_wrong_types(rules_dict):
+    rules_dict["benchmark"]["version"] = "1"
+    rules_dict["guardrails"]["timing"]["l2_flush"] = "yes"
+    rules_dict["guardrails"]["random_inputs"] = True
+    assert errors_of(rules_dict) == (
+        "benchmark.version: must be an integer, got string '1'",
+        "guardrails.random_inputs: must be an integer, got boolean True",
+        "guardrails.timing.l2_flush: must be a boolean, got string 'yes'",
+    )
+
+
+def test_minimums(rules_dict):
+    rules_dict["benchmark"]["version"] = 0
+    rules_dict["guardrails"]["random_inputs"] = 4
+    assert errors_of(rules_dict) == (
+        "benchmark.version: 0 is less than the minimum of 1",
+        "guardrails.random_inputs: 4 is less than the minimum of 5",
+    )
+
+
+def test_unknown_status(rules_dict):
+    rules_dict["benchmark"]["status"] = "retired"
+    assert errors_of(rules_dict) == (
+        "benchmark.status: 'retired' is not one of active, quiet, saturated, superseded, flawed",
+    )
+
+
+def test_empty_maintainers(rules_dict):
+    rules_dict["maintainers"] = []
+    assert errors_of(rules_dict) == ("maintainers: must not be empty",)
+
+
+def test_malformed_json():
+    errors = errors_of('{"benchmark": {"name": "x",}')
+    assert len(errors) == 1 and errors[0].startswith("scienceslack.json: not valid JSON: ")
+    assert errors_of("[1, 2]") == ("(top level): must be an object, got array [1, 2]",)
+
+
+def test_missing_fields_are_each_named(rules_dict):
+    del rules_dict["limits"]["partitions"]["main"]["gpus"]
+    del rules_dict["checks"][0]["time_limit_s"]
+    del rules_dict["maintainers"]
+    assert errors_of(rules_dict) == (
+        "maintainers: required field missing",
+        "checks[0].time_limit_s: required field missing",
+        "limits.partitions.main.gpus: required field missing",
+    )
+
+
+def test_check_script_must_stay_under_checks(rules_dict):
+    for script in ("verify.sbatch", "checks/../etc/passwd", "/checks/verify.sbatch", "checks/./x", "checks/"):
+        bad = copy.deepcopy(rules_dict)
+        bad["checks"][0]["script"] = script
+        (error,) = errors_of(bad)
+        assert error.startswith(f"checks[0].script: {script!r} must be a file path under checks/"), error
+    rules_dict["checks"][0]["script"] = "checks/gpu/verify.v2.sbatch"
+    assert load_rules(rules_dict).checks[0].script == "checks/gpu/verify.v2.sbatch"
+
+
+def test_metrics_is_a_file_name(rules_dict):
+    rules_dict["checks"][0]["metrics"] = "../metrics.json"
+    (error,) = errors_of(rules_dict)
+    assert error.startswith("checks[0].metrics: '../metrics.json' must be a plain file name")
+
+
+def test_consistency_duplicate_checks_and_default_time(rules_dict):
+    rules_dict["checks"].append(dict(rules_dict["checks"][0]))
+    rules_dict["limits"]["partitions"]["main"]["default_time_s"] = 7200
+    assert errors_of(rules_dict) == (
+        "checks[1].name: duplicate check name 'verify'",
+        "limits.partitions.main.default_time_s: 7200 exceeds max_time_s 3600",
+    )
+
+
+def test_bad_partition_name_and_empty_partitions(rules_dict):
+    rules_dict["limits"]["partitions"]["GPU big"] = rules_dict["limits"]["partitions"]["main"]
+    (error,) = errors_of(rules_dict)
+    assert error.startswith("limits.partitions.GPU big: a partition name must be lowercase")
+    rules_dict["limits"]["partitions"] = {}
+    assert errors_of(rules_dict) == ("limits.partitions: must not be empty",)
+
+
+def test_all_errors_listed_in_the_message(rules_dict):
+    rules_dict["guardrails"]["atol"] = 0
+    rules_dict["guardrails"]["rtol"] = -0.5
+    rules_dict["maintainers"] = []
+    with pytest.raises(RulesError) as caught:
+        load_rules(json.dumps(rules_dict))
+    assert str(caught.value) == (
+        "guardrails.atol: 0 must be greater than 0; guardrails.rtol: -0.5 must be greater than 0; "
+        "maintainers: must not be empty"
+    )
+
+
+def test_module_reads_without_jsonschema(tmp_path):
+    """The GPU harness has no jsonschema: importing rules.py and building the view must not need it."""
+    import subprocess
+    import sys
+
+    blocker = tmp_path / "jsonschema.py"
+    blocker.write_text("raise ImportError('jsonschema is not installed here')\n")
+    code = (
+        "import json, sys; from services.common.rules import Rules;"
+        f"r = Rules.from_validated(json.load(open({str(REFERENCE)!r}))); print(r.benchmark_version, len(r.kernels))"
+    )
+    repo = REFERENCE.parent
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={"PYTHONPATH": f"{tmp_path}:{repo}:{repo / 'protos'}"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.split() == ["1", "12"]
+    assert Rules.from_validated(json.loads(REFERENCE.read_text())) == load_rules_file(REFERENCE)

@@ -1,0 +1,85 @@
+"""A real service process: /metrics over HTTP, JSON logs, and a graceful exit on SIGTERM and SIGINT."""
+
+import asyncio
+import json
+import os
+import signal
+import sys
+import urllib.request
+from pathlib import Path
+
+import grpc
+import pytest
+from kernelboard.v1 import board_pb2, board_pb2_grpc
+
+from tests.common.servicers import SLOW_VERSION_BASE
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+async def start_service(*args):
+    env = {**os.environ, "PYTHONPATH": f"{REPO}:{REPO / 'protos'}"}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tests.common.serve_test_services",
+        *args,
+        cwd=REPO,
+        env=env,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    lines = []
+    while True:
+        raw = await asyncio.wait_for(proc.stderr.readline(), 20)
+        assert raw, f"service exited before serving: {lines}"
+        lines.append(json.loads(raw))
+        if lines[-1]["event"] == "serving":
+            return proc, lines
+
+
+async def read_rest(proc) -> list[dict]:
+    out = await asyncio.wait_for(proc.stderr.read(), 20)
+    return [json.loads(line) for line in out.decode().splitlines()]
+
+
+def fetch_metrics(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        return response.read().decode()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+async def test_signal_lets_the_running_call_finish_then_exits_zero(signum):
+    proc, lines = await start_service()
+    serving = lines[-1]
+    assert serving["service"] == "test" and serving["level"] == "info" and "timestamp" in serving
+    assert any(line["event"] == "on_start ran" for line in lines)
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{serving['port']}") as channel:
+        stub = board_pb2_grpc.BoardStub(channel)
+        await stub.GetBoard(board_pb2.GetBoardRequest(version=1), metadata=(("x-request-id", "req-42"),))
+        metrics = await asyncio.to_thread(fetch_metrics, serving["metrics_port"])
+        assert 'kb_grpc_requests_total{code="OK",method="GetBoard",service="kernelboard.v1.Board"} 1.0' in metrics
+        assert 'kb_grpc_request_duration_seconds_bucket{le="0.005",method="GetBoard"' in metrics
+        assert "kb_grpc_in_flight" in metrics
+
+        in_flight = asyncio.ensure_future(stub.GetBoard(board_pb2.GetBoardRequest(version=SLOW_VERSION_BASE + 1500)))
+        await asyncio.sleep(0.5)
+        proc.send_signal(signum)
+        reply = await asyncio.wait_for(in_flight, 10)
+        assert reply.version == SLOW_VERSION_BASE + 1500
+    assert await asyncio.wait_for(proc.wait(), 15) == 0
+    events = [line["event"] for line in await read_rest(proc)]
+    assert events.index("shutting down") < events.index("on_stop ran") < events.index("stopped")
+
+
+async def test_rpc_log_lines_carry_request_id_and_method():
+    proc, lines = await start_service()
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{lines[-1]['port']}") as channel:
+        await board_pb2_grpc.BoardStub(channel).GetBoard(
+            board_pb2.GetBoardRequest(version=2), metadata=(("x-request-id", "req-7"),)
+        )
+    proc.send_signal(signal.SIGTERM)
+    assert await asyncio.wait_for(proc.wait(), 15) == 0
+    finished = [line for line in await read_rest(proc) if line["event"] == "rpc finished"]
+    (line,) = [line for line in finished if line.get("request_id") == "req-7"]
+    assert line["rpc"] == "/kernelboard.v1.Board/GetBoard" and line["code"] == "OK" and line["service"] == "test"
+    assert line["duration_ms"] >= 0
