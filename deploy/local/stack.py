@@ -805,14 +805,9 @@ def cmd_down(args) -> int:
         slurm_down = layout.repo / "deploy" / "local" / "slurm" / "down.sh"
         if slurm_down.exists():
             env = dict(os.environ, KB_HOME=str(layout.home))
-            run(
-                ["bash", str(slurm_down)],
-                "Slurm (deploy/local/slurm/down.sh)",
-                120,
-                env=env,
-                log=layout.log_file("slurm"),
-            )
-            say(f"slurm: deploy/local/slurm/down.sh stopped what up.sh started (log {layout.log_file('slurm')})")
+            done = run(["bash", str(slurm_down)], "Slurm (deploy/local/slurm/down.sh)", 120, env=env)
+            for line in (done.stdout + done.stderr).strip().splitlines():
+                say(f"slurm: {line}")
         return 0
 
 
