@@ -33,10 +33,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 
-SERVICES = ("ingest", "scheduler", "verifier", "board")
-GRPC_PORTS = {"ingest": 50051, "scheduler": 50052, "verifier": 50053, "board": 50054}
-DEFAULT_DATABASE_URL = "postgresql://root@127.0.0.1:5432/kernelboard"
-DEFAULT_NATS_URL = "nats://127.0.0.1:4222"
+# The fixed contracts (ports, default URLs) come from the project's settings, which need only the standard library.
+sys.path.insert(0, str(REPO))
+from services.common.config import DEFAULT_DATABASE_URL, DEFAULT_NATS_URL, GRPC_PORTS  # noqa: E402
+
+SERVICES = tuple(GRPC_PORTS)
 NATS_MONITOR_PORT = 8222
 BUNDLED_ROUTE = "triton"
 
