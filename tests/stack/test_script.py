@@ -29,3 +29,17 @@ def test_a_bad_command_line_is_refused_with_usage(tmp_path):
     )
     assert done.returncode == 1
     assert "no component named nosuch; components: relay, ingest, scheduler, verifier, board" in done.stderr
+
+
+def test_apt_installs_start_no_service_and_an_existing_policy_is_kept(stack, tmp_path, monkeypatch):
+    policy = tmp_path / "policy-rc.d"
+    monkeypatch.setattr(stack, "POLICY_RC_D", policy)
+    with stack.services_not_autostarted():
+        # invoke-rc.d runs the policy with the script and action; exit 101 means "action forbidden".
+        assert subprocess.run([str(policy), "postgresql", "start"]).returncode == 101
+    assert not policy.exists()
+
+    policy.write_text("#!/bin/sh\nexit 0\n")
+    with stack.services_not_autostarted():
+        assert policy.read_text() == "#!/bin/sh\nexit 0\n"
+    assert policy.read_text() == "#!/bin/sh\nexit 0\n"
