@@ -18,6 +18,7 @@ import glob
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -35,7 +36,7 @@ HERE = Path(__file__).resolve().parent
 
 # The fixed contracts (ports, default URLs) come from the project's settings, which need only the standard library.
 sys.path.insert(0, str(REPO))
-from services.common.config import DEFAULT_DATABASE_URL, DEFAULT_NATS_URL, GRPC_PORTS  # noqa: E402
+from services.common.config import DEFAULT_DATABASE_URL, DEFAULT_NATS_URL, GRPC_PORTS, METRICS_PORTS  # noqa: E402
 
 SERVICES = tuple(GRPC_PORTS)
 NATS_MONITOR_PORT = 8222
@@ -602,21 +603,43 @@ def step_processes(ctx: Context, health_deadline_s: float) -> tuple[str, list[st
         if not module_exists(ctx.layout, module):
             missing.append(f"{name} ({module.replace('.', '/')}.py)")
             continue
+        if name in GRPC_PORTS and running_pid(ctx.layout, name, module) is None:
+            ensure_ports_free(name)
         pid, fresh = start_process(ctx.layout, name, [str(ctx.layout.python), "-m", module], module, env)
         (started if fresh else kept).append(f"{name}:{pid}")
         if name in GRPC_PORTS:
             targets.append(f"{name}=127.0.0.1:{GRPC_PORTS[name]}:{pid}")
-    if module_exists(ctx.layout, "services.common.relay"):
-        relay_pid = read_pid(ctx.layout.pid_file("relay"))
+    if any(entry.startswith("relay:") for entry in started):
         # The relay serves no port: alive after a short grace is its health.
         time.sleep(1.0)
-        if relay_pid is None or not process_matches(relay_pid, "services.common.relay"):
+        if running_pid(ctx.layout, "relay", "services.common.relay") is None:
             log = ctx.layout.log_file("relay")
             raise StackError(f"the relay exited right after start; log {log}:\n{log_tail(log)}")
     if targets:
         wait_healthy(ctx, targets, health_deadline_s)
     summary = f"started {' '.join(started) or 'none'}; already running {' '.join(kept) or 'none'}"
     return summary, missing
+
+
+def ensure_ports_free(name: str) -> None:
+    """A service's ports held by a process that is not ours (another checkout's stack, a service run by hand) would
+    answer our health check in its place: refuse, naming the holder."""
+    for kind, port in (("gRPC", GRPC_PORTS[name]), ("metrics", METRICS_PORTS[name])):
+        if tcp_answers("127.0.0.1", port, timeout_s=0.5):
+            raise StackError(
+                f"{name}'s {kind} port {port} is already taken by {port_holder(port)}, not by this stack "
+                f"(KB_HOME={layout_from_env().home}); stop that process and run `make up` again"
+            )
+
+
+def port_holder(port: int) -> str:
+    """Who listens on ``port``, from ``ss`` (iproute2): e.g. ``python (pid 123)``."""
+    try:
+        done = subprocess.run(["ss", "-Hltnp", f"sport = :{port}"], capture_output=True, text=True, timeout=5)
+    except (FileNotFoundError, subprocess.TimeoutExpired):
+        return "another process"
+    match = re.search(r'users:\(\("([^"]+)",pid=(\d+)', done.stdout)
+    return f"{match.group(1)} (pid {match.group(2)})" if match else "another process"
 
 
 def wait_healthy(ctx: Context, targets: Sequence[str], deadline_s: float) -> None:

@@ -2,8 +2,11 @@
 
 import os
 import signal
+import socket
 import sys
 import time
+
+from .conftest import free_port
 
 SLEEPER = "import time; time.sleep(120)  # kb-stack-test-sleeper"
 STUBBORN = (
@@ -90,3 +93,21 @@ def test_the_lock_refuses_a_second_up_on_the_same_state(stack, layout):
             raise AssertionError("a second lock on the same state directory was granted")
     with stack.lock(layout):
         pass
+
+
+def test_a_service_port_held_by_someone_else_is_refused_naming_the_holder(stack, monkeypatch):
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        port = squatter.getsockname()[1]
+        assert stack.port_holder(port).endswith(f"(pid {os.getpid()})")
+        monkeypatch.setitem(stack.GRPC_PORTS, "board", free_port())
+        monkeypatch.setitem(stack.METRICS_PORTS, "board", port)
+        try:
+            stack.ensure_ports_free("board")
+        except stack.StackError as err:
+            assert f"board's metrics port {port} is already taken by" in str(err)
+            assert f"(pid {os.getpid()})" in str(err)
+        else:
+            raise AssertionError("a taken metrics port was not noticed")
+    stack.ensure_ports_free("board")  # both free again
