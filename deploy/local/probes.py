@@ -128,6 +128,7 @@ async def ensure_database(url: str) -> str:
 
 async def migrate(url: str) -> None:
     import asyncpg
+
     from services.common.migrate import apply_migrations
 
     conn = await asyncpg.connect(url, timeout=10)
