@@ -4,7 +4,6 @@ probes.py health --deadline S NAME=HOST:PORT[:PID][@SERVICE] ...
     Waits until each target's grpc.health.v1 Check says SERVING; one JSON line per target; exit 1 if any is not.
     With a PID, a process that has exited fails at once instead of waiting out the deadline.
 probes.py ensure-db URL             creates the database of URL when it does not exist
-probes.py migrate URL               applies the migrations (services.common.migrate.apply_migrations)
 probes.py route-checked ROUTE --deadline S [--watch NAME=PID ...]
     Waits until the event log holds a CheckCompleted for ROUTE; prints it as JSON. A watched process that exits
     fails at once.
@@ -126,18 +125,6 @@ async def ensure_database(url: str) -> str:
         await conn.close()
 
 
-async def migrate(url: str) -> None:
-    import asyncpg
-
-    from services.common.migrate import apply_migrations
-
-    conn = await asyncpg.connect(url, timeout=10)
-    try:
-        await apply_migrations(conn)
-    finally:
-        await conn.close()
-
-
 async def wait_route_checked(url: str, route: str, deadline_s: float, watch: dict[str, int]) -> dict:
     from services.common.eventlog import EventLog
 
@@ -187,7 +174,6 @@ def main(argv=None) -> int:
     health.add_argument("--deadline", type=float, required=True)
     health.add_argument("targets", nargs="+")
     sub.add_parser("ensure-db").add_argument("url")
-    sub.add_parser("migrate").add_argument("url")
     checked = sub.add_parser("route-checked")
     checked.add_argument("route")
     checked.add_argument("--deadline", type=float, required=True)
@@ -206,9 +192,6 @@ def main(argv=None) -> int:
         return 0 if all(r["status"] == "SERVING" for r in results) else 1
     if args.command == "ensure-db":
         print(asyncio.run(ensure_database(args.url)))
-        return 0
-    if args.command == "migrate":
-        asyncio.run(migrate(args.url))
         return 0
     if not args.database_url:
         parser.error("route-checked needs --database-url or KB_DATABASE_URL")

@@ -561,19 +561,9 @@ def module_exists(layout: Layout, module: str) -> bool:
 
 def step_migrate(ctx: Context) -> str:
     log = ctx.layout.log_file("migrate")
-    if module_exists(ctx.layout, "services.common.cli"):
-        run(
-            [str(ctx.layout.venv / "bin" / "kb"), "admin", "migrate"],
-            "kb admin migrate",
-            120,
-            env=ctx.service_env(),
-            log=log,
-        )
-        return "applied (kb admin migrate)"
-    if module_exists(ctx.layout, "services.common.migrate"):
-        probe(ctx, ["migrate", ctx.database_url], "applying migrations", 120)
-        return "applied (services.common.migrate)"
-    return "skipped: services/common/migrate.py is not in this checkout"
+    kb = str(ctx.layout.venv / "bin" / "kb")
+    done = run([kb, "admin", "migrate"], "kb admin migrate", 120, env=ctx.service_env(), log=log)
+    return f"applied (kb admin migrate{': ' + done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ''})"
 
 
 def step_seed(ctx: Context) -> str:
