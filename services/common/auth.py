@@ -23,6 +23,7 @@ from grpc_health.v1 import health_pb2
 from grpc_reflection.v1alpha import reflection
 from kernelboard.v1 import events_pb2
 
+from services.common import metrics
 from services.common.eventlog import NewEvent
 from services.common.grpcserver import wrap_handler
 from services.common.logs import bind_ids
@@ -43,6 +44,9 @@ SIGNED_IN, MEMBER, MAINTAINER = events_pb2.ROLE_SIGNED_IN, events_pb2.ROLE_MEMBE
 ROLE_NAMES = {SIGNED_IN: "signed-in", MEMBER: "member", MAINTAINER: "maintainer"}
 KIND_NAMES = {PERSON: "person", AGENT: "agent", SERVICE: "service"}
 
+# A rise in "unknown" is a client misconfigured or guessing; in "expired", tokens due for renewal.
+AUTH_REFUSED = metrics.counter("kb_auth_refused_total", "Calls refused UNAUTHENTICATED, by reason.", ("reason",))
+
 DEFAULT_OPEN_METHODS = frozenset(
     {
         f"/{health_pb2.DESCRIPTOR.services_by_name['Health'].full_name}/Check",
@@ -54,7 +58,12 @@ DEFAULT_OPEN_METHODS = frozenset(
 
 
 class AuthError(Exception):
-    """Why a caller could not be signed in (malformed, unknown, expired or revoked token)."""
+    """Why a caller could not be signed in; ``reason`` is one word for metrics: missing, malformed, unknown,
+    expired or revoked."""
+
+    def __init__(self, message: str, reason: str):
+        super().__init__(message)
+        self.reason = reason
 
 
 class PrincipalExists(ValueError):
@@ -177,13 +186,40 @@ async def revoke_token(conn, token_or_hash: str) -> None:
         token_hash,
     )
     if found is None:
-        raise AuthError("unknown token: nothing revoked")
+        raise AuthError("unknown token: nothing revoked", "unknown")
+
+
+@dataclass(frozen=True)
+class TokenInfo:
+    token_hash: str  # not a secret: it cannot sign in, and it is what `kb admin token revoke` takes
+    principal: str
+    created_at: datetime
+    expires_at: datetime | None
+    revoked_at: datetime | None
+
+    @property
+    def state(self) -> str:
+        if self.revoked_at is not None:
+            return "revoked"
+        if self.expires_at is not None and self.expires_at <= datetime.now(UTC):
+            return "expired"
+        return "live"
+
+
+async def list_tokens(conn, principal_name: str) -> list[TokenInfo]:
+    """The principal's tokens, newest first, so an operator can revoke one whose plain text is lost."""
+    rows = await conn.fetch(
+        "SELECT token_hash, principal, created_at, expires_at, revoked_at FROM api_tokens WHERE principal = $1"
+        " ORDER BY created_at DESC",
+        principal_name,
+    )
+    return [TokenInfo(**row) for row in rows]
 
 
 async def authenticate(pool, token: str) -> Principal:
     """The principal a token signs in, or AuthError saying why not (malformed, unknown, expired, revoked)."""
     if not _TOKEN_RE.match(token):
-        raise AuthError("malformed token: expected kb_ followed by 43 characters")
+        raise AuthError("malformed token: expected kb_ followed by 43 characters", "malformed")
     row = await pool.fetchrow(
         "SELECT t.expires_at, t.revoked_at, p.name, p.kind, p.owner, o.role"
         " FROM api_tokens t JOIN principals p ON p.name = t.principal JOIN principals o ON o.name = p.owner"
@@ -191,11 +227,11 @@ async def authenticate(pool, token: str) -> Principal:
         hash_token(token),
     )
     if row is None:
-        raise AuthError("unknown token")
+        raise AuthError("unknown token", "unknown")
     if row["revoked_at"] is not None:
-        raise AuthError(f"token revoked at {row['revoked_at'].isoformat(timespec='seconds')}")
+        raise AuthError(f"token revoked at {row['revoked_at'].isoformat(timespec='seconds')}", "revoked")
     if row["expires_at"] is not None and row["expires_at"] <= datetime.now(UTC):
-        raise AuthError(f"token expired at {row['expires_at'].isoformat(timespec='seconds')}")
+        raise AuthError(f"token expired at {row['expires_at'].isoformat(timespec='seconds')}", "expired")
     return Principal(row["name"], row["kind"], row["owner"], row["role"])
 
 
@@ -203,11 +239,13 @@ def bearer_token(metadata: Iterable[tuple[str, str | bytes]] | None) -> str:
     """The token of an ``authorization: Bearer <token>`` header, or AuthError (missing or malformed header)."""
     values = [value for key, value in metadata or () if key == "authorization"]
     if not values:
-        raise AuthError("missing authorization metadata: send 'authorization: Bearer <token>' (see `kb login`)")
+        raise AuthError(
+            "missing authorization metadata: send 'authorization: Bearer <token>' (see `kb login`)", "missing"
+        )
     value = values[0].decode() if isinstance(values[0], bytes) else values[0]
     scheme, _, token = value.strip().partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
-        raise AuthError("malformed authorization metadata: expected 'Bearer <token>'")
+        raise AuthError("malformed authorization metadata: expected 'Bearer <token>'", "malformed")
     return token.strip()
 
 
@@ -228,8 +266,7 @@ def acting_as(principal: Principal):
     caller's behalf)."""
     token = _principal.set(principal)
     try:
-        with bind_ids(principal=principal.name):
-            yield principal
+        yield principal
     finally:
         with contextlib.suppress(ValueError):  # exited from another context: an abandoned stream's generator
             _principal.reset(token)
@@ -268,7 +305,11 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
             try:
                 principal = await authenticate(self._pool, bearer_token(metadata))
             except AuthError as err:
+                AUTH_REFUSED.labels(err.reason).inc()
                 await context.abort(grpc.StatusCode.UNAUTHENTICATED, str(err))
+            # Bound for the rest of the call's own task (grpc.aio runs each call in one), not just this block, so
+            # the access log line written after the handler names the caller too.
+            bind_ids(principal=principal.name)
             with acting_as(principal):
                 yield
 

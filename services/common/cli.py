@@ -39,6 +39,10 @@ def register(subparsers) -> None:
     issue.add_argument("name")
     issue.add_argument("--ttl-days", type=float, metavar="N", help="expire after N days (default: never)")
     issue.set_defaults(handler=run_token_issue)
+    tokens = token_commands.add_parser("list", help="NAME's tokens by hash, with their state (live/expired/revoked)")
+    tokens.add_argument("name")
+    tokens.add_argument("--json", action="store_true", help="machine-readable output")
+    tokens.set_defaults(handler=run_token_list)
     revoke = token_commands.add_parser("revoke", help="revoke a token (the token itself or its sha256 hex)")
     revoke.add_argument("token")
     revoke.set_defaults(handler=run_token_revoke)
@@ -184,6 +188,41 @@ def run_token_issue(args) -> int:
         print(token)
 
     return run_admin(issue, args)
+
+
+def run_token_list(args) -> int:
+    async def listing(url, args):
+        import asyncpg
+
+        from services.common.auth import get_principal, list_tokens
+
+        conn = await asyncpg.connect(url)
+        try:
+            if await get_principal(conn, args.name) is None:
+                raise ValueError(f"no principal named {args.name!r}")
+            tokens = await list_tokens(conn, args.name)
+        finally:
+            await conn.close()
+
+        def when(moment):
+            return moment.isoformat(timespec="seconds") if moment else ""
+
+        rows = [
+            {
+                "token_hash": token.token_hash,
+                "state": token.state,
+                "created_at": when(token.created_at),
+                "expires_at": when(token.expires_at),
+                "revoked_at": when(token.revoked_at),
+            }
+            for token in tokens
+        ]
+        if args.json:
+            print(json.dumps(rows, indent=2))
+        else:
+            print_table(rows, ("token_hash", "state", "created_at", "expires_at", "revoked_at"))
+
+    return run_admin(listing, args)
 
 
 def run_token_revoke(args) -> int:

@@ -13,7 +13,7 @@ import os
 import signal
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -151,20 +151,20 @@ async def start_server(
     host: str = "127.0.0.1",
     pool=None,
     interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
-    open_methods: set[str] | None = None,
+    open_methods: Iterable[str] = (),
 ) -> StartedServer:
     """Build and start the server; ``port=0`` binds any free port. Returns ``StartedServer`` (``server, port``).
 
     ``add_servicers(server)`` registers the service's servicers and returns their full names
-    (e.g. ``kernelboard.v1.Board``) for health and reflection. With ``pool`` every method outside ``open_methods``
-    (health and reflection by default) needs a valid bearer token.
+    (e.g. ``kernelboard.v1.Board``) for health and reflection. With ``pool`` every method needs a valid bearer token
+    except health, reflection and the full method names in ``open_methods`` (``/kernelboard.v1.Board/GetBoard``).
     """
     chain: list[grpc.aio.ServerInterceptor] = [ObservabilityInterceptor()]
     if pool is not None:
         # Imported here: auth builds its interceptor on this module's wrap_handler.
         from services.common.auth import DEFAULT_OPEN_METHODS, AuthInterceptor
 
-        chain.append(AuthInterceptor(pool, open_methods=DEFAULT_OPEN_METHODS if open_methods is None else open_methods))
+        chain.append(AuthInterceptor(pool, open_methods=DEFAULT_OPEN_METHODS | set(open_methods)))
     chain.extend(interceptors)
     # No SO_REUSEPORT: a second copy of a service on the same port must fail, not silently share its traffic.
     server = grpc.aio.server(interceptors=chain, options=[("grpc.so_reuseport", 0)])
@@ -202,7 +202,7 @@ async def serve(
     on_stop: Sequence[Hook] = (),
     host: str = "0.0.0.0",
     grace: float = DEFAULT_GRACE_S,
-    open_methods: set[str] | None = None,
+    open_methods: Iterable[str] = (),
 ) -> None:
     """Run a service until SIGTERM or SIGINT, then shut down gracefully (see the module doc)."""
     try:

@@ -5,6 +5,7 @@ works, in the same task, carries them; tasks started from there inherit a copy.
 """
 
 import logging
+import os
 import sys
 from contextlib import AbstractContextManager
 from typing import TextIO
@@ -22,15 +23,19 @@ def _add_service(_logger, _method, event_dict):
     return event_dict
 
 
-def configure_logging(service: str, *, level: str | int = "INFO", stream: TextIO | None = None) -> None:
-    """One JSON object a line on ``stream`` (stderr by default, so stdout stays free for command output).
+def configure_logging(service: str, *, level: str | int | None = None, stream: TextIO | None = None) -> None:
+    """One JSON object a line on ``stream`` (stderr by default, so stdout stays free for command output), at
+    ``level`` or KB_LOG_LEVEL (default INFO).
 
     Also routes the standard library's loggers (grpc, asyncpg, nats) through the same renderer, so that a service
     writes one format only.
     """
     global _service
     _service = service
+    level = level if level is not None else os.environ.get("KB_LOG_LEVEL", "INFO")
     level_no = logging.getLevelName(level.upper()) if isinstance(level, str) else level
+    if not isinstance(level_no, int):
+        raise ValueError(f"unknown log level {level!r}: DEBUG, INFO, WARNING or ERROR")
     shared = [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,

@@ -233,8 +233,10 @@ async def test_protected_call_with_unknown_expired_or_revoked_token(channel, eve
     assert (await get_board(channel, bearer(revoked))).status.startswith(names["member"])
     async with event_log.pool.acquire() as conn:
         await auth.revoke_token(conn, revoked)
+    refused_before = REGISTRY.get_sample_value("kb_auth_refused_total", {"reason": "revoked"}) or 0
     error = await refused(get_board(channel, bearer(revoked)))
     assert error.code() == grpc.StatusCode.UNAUTHENTICATED and error.details().startswith("token revoked at ")
+    assert REGISTRY.get_sample_value("kb_auth_refused_total", {"reason": "revoked"}) == refused_before + 1
 
 
 async def test_handler_sees_the_signed_in_principal(channel, people):
@@ -281,3 +283,33 @@ async def test_principal_does_not_leak_between_concurrent_calls(channel, people)
     keys = ["member", "agent", "outsider", "maintainer"] * 10
     replies = await asyncio.gather(*(get_board(channel, bearer(tokens[key])) for key in keys))
     assert [reply.status.split("|")[0] for reply in replies] == [names[key] for key in keys]
+
+
+async def test_open_methods_add_to_health_and_reflection(event_log, people):
+    names, tokens = people
+    started = await start_server("test-open", add_all, port=0, pool=event_log.pool, open_methods={f"/{BOARD}/GetBoard"})
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{started.port}") as channel:
+            assert (await get_board(channel)).status == "open"
+            health = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest())
+            assert health.status == health_pb2.HealthCheckResponse.SERVING
+            error = await refused(board_pb2_grpc.BoardStub(channel).ListBoards(board_pb2.ListBoardsRequest()))
+            assert error.code() == grpc.StatusCode.UNAUTHENTICATED
+    finally:
+        await started.stop(0)
+
+
+async def test_list_tokens_shows_each_state_newest_first(event_log):
+    name = unique("tess")
+    await register(event_log, name)
+    live = await token_for(event_log, name)
+    expired = await token_for(event_log, name, ttl=timedelta(microseconds=1))
+    revoked = await token_for(event_log, name)
+    async with event_log.pool.acquire() as conn:
+        await auth.revoke_token(conn, revoked)
+        listed = await auth.list_tokens(conn, name)
+    assert [(token.token_hash, token.state) for token in listed] == [
+        (auth.hash_token(revoked), "revoked"),
+        (auth.hash_token(expired), "expired"),
+        (auth.hash_token(live), "live"),
+    ]

@@ -62,3 +62,16 @@ def test_exceptions_are_rendered(stream):
         get_logger().exception("push failed")
     (line,) = lines(stream)
     assert line["level"] == "error" and "ValueError: bad bundle" in line["exception"]
+
+
+def test_level_from_environment(monkeypatch):
+    buffer = io.StringIO()
+    monkeypatch.setenv("KB_LOG_LEVEL", "warning")
+    configure_logging("board", stream=buffer)
+    get_logger().info("hidden")
+    get_logger().warning("shown")
+    assert [line["event"] for line in lines(buffer)] == ["shown"]
+    monkeypatch.setenv("KB_LOG_LEVEL", "chatty")
+    with pytest.raises(ValueError, match="unknown log level 'chatty'"):
+        configure_logging("board", stream=buffer)
+    configure_logging("test", level="INFO")

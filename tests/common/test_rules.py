@@ -189,3 +189,46 @@ def test_module_reads_without_jsonschema(tmp_path):
     )
     assert out.stdout.split() == ["1", "12"]
     assert Rules.from_validated(json.loads(REFERENCE.read_text())) == load_rules_file(REFERENCE)
+
+
+def leaf_and_object_paths(value, path=()):
+    """Every key path in the document: (path, value) for each field, objects included."""
+    if isinstance(value, dict):
+        for key, child in value.items():
+            yield (*path, key), child
+            yield from leaf_and_object_paths(child, (*path, key))
+    elif isinstance(value, list):
+        for index, child in enumerate(value):
+            yield from leaf_and_object_paths(child, (*path, index))
+
+
+def at(document, path):
+    for part in path:
+        document = document[part]
+    return document
+
+
+def dotted(path) -> str:
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else part)
+    return text
+
+
+def test_every_required_field_removed_is_named(rules_dict):
+    """Each field of the reference is required (partition names aside): dropping any one names exactly it."""
+    paths = [path for path, _ in leaf_and_object_paths(rules_dict) if path != ("limits", "partitions", "main")]
+    assert len(paths) == 33
+    for path in paths:
+        broken = copy.deepcopy(rules_dict)
+        del at(broken, path[:-1])[path[-1]]
+        assert errors_of(broken) == (f"{dotted(path)}: required field missing",), path
+
+
+def test_an_unknown_key_in_any_object_is_named(rules_dict):
+    objects = [path for path, value in leaf_and_object_paths(rules_dict) if isinstance(value, dict)]
+    objects = [(), *[path for path in objects if path != ("limits", "partitions")]]
+    for path in objects:
+        broken = copy.deepcopy(rules_dict)
+        at(broken, path)["surprise"] = 1
+        assert errors_of(broken) == (f"{dotted((*path, 'surprise'))}: unknown key",), path

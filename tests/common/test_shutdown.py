@@ -83,3 +83,27 @@ async def test_rpc_log_lines_carry_request_id_and_method():
     (line,) = [line for line in finished if line.get("request_id") == "req-7"]
     assert line["rpc"] == "/kernelboard.v1.Board/GetBoard" and line["code"] == "OK" and line["service"] == "test"
     assert line["duration_ms"] >= 0
+
+
+async def test_service_with_a_pool_signs_callers_in_and_closes_the_pool_on_stop(event_log, database):
+    from services.common import auth
+
+    async with event_log.pool.acquire() as conn:
+        await auth.register_principal(conn, "sam", auth.PERSON, "", auth.MEMBER, log=event_log, actor="test")
+        token = await auth.issue_token(conn, "sam")
+    proc, lines = await start_service(database)
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{lines[-1]['port']}") as channel:
+        stub = board_pb2_grpc.BoardStub(channel)
+        reply = await stub.GetBoard(board_pb2.GetBoardRequest(), metadata=(("authorization", f"Bearer {token}"),))
+        assert reply.status == "sam|sam|member"
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await stub.GetBoard(board_pb2.GetBoardRequest())
+        assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    proc.send_signal(signal.SIGTERM)
+    assert await asyncio.wait_for(proc.wait(), 15) == 0
+    rest = await read_rest(proc)
+    assert any(line["event"] == "on_stop ran" for line in rest)
+    denied = [line for line in rest if line.get("code") == "UNAUTHENTICATED"]
+    assert denied and denied[0]["rpc"] == "/kernelboard.v1.Board/GetBoard"
+    signed_in = [line for line in rest if line.get("principal") == "sam"]
+    assert signed_in and signed_in[0]["code"] == "OK"
