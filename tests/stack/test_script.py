@@ -43,3 +43,22 @@ def test_apt_installs_start_no_service_and_an_existing_policy_is_kept(stack, tmp
     with stack.services_not_autostarted():
         assert policy.read_text() == "#!/bin/sh\nexit 0\n"
     assert policy.read_text() == "#!/bin/sh\nexit 0\n"
+
+
+def test_the_venv_is_reinstalled_only_when_requirements_or_project_change(stack, tmp_path):
+    repo = tmp_path / "repo"
+    (repo / ".venv" / "bin").mkdir(parents=True)
+    (repo / ".venv" / "bin" / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    (repo / "requirements.txt").write_text("asyncpg==0.32.0\n")
+    (repo / "pyproject.toml").write_text('[project]\nname = "x"\n')
+    layout = stack.Layout(repo=repo, home=tmp_path / "state")
+    stamp = stack.requirements_stamp(layout)
+    (repo / ".venv" / ".kb-requirements").write_text(stamp + "\n")
+    ctx = stack.Context(layout=layout, database_url="", nats_url="")
+    assert stack.step_venv(ctx) == f"up to date ({repo / '.venv'})"
+
+    (repo / "requirements.txt").write_text("asyncpg==0.32.0\nnats-py==2.16.0\n")
+    assert stack.requirements_stamp(layout) != stamp
+    (repo / "requirements.txt").write_text("asyncpg==0.32.0\n")
+    (repo / "pyproject.toml").write_text('[project]\nname = "y"\n')
+    assert stack.requirements_stamp(layout) != stamp
