@@ -1,6 +1,6 @@
 """Benchmark of the event log, the relay and read+decode against the real PostgreSQL and NATS.
 
-    python -m bench.log.run [--events 100000] [--out bench/log/results.json]
+    python -m bench.log.run [--repeats 3] [--out bench/log/results.json]
 
 Creates its own database (kb_bench_log_<random>) and JetStream stream and drops them afterwards. Results are
 printed as a Markdown table and written as JSON.
@@ -12,7 +12,9 @@ import json
 import os
 import platform
 import secrets
+import sys
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -63,19 +65,37 @@ async def append_rate(log: EventLog, total: int, batch: int, writers: int) -> fl
     return per_writer * writers / (time.perf_counter() - started)
 
 
-async def read_rate(log: EventLog, batch_size: int) -> tuple[float, int]:
+async def read_rate(log: EventLog, batch_size: int) -> float:
     started = time.perf_counter()
     count = 0
     async for event in log.read_all(batch_size=batch_size):
         count += event.global_position > 0
-    return count / (time.perf_counter() - started), count
+    return count / (time.perf_counter() - started)
+
+
+async def relay_rate(log: EventLog, settings: Settings, events: int) -> float:
+    """The relay publishing the last `events` of the log to a fresh stream, until its checkpoint reaches the head."""
+    head = await log.head_position()
+    await log.pool.execute(
+        "INSERT INTO relay_checkpoints (stream, position) VALUES ($1, $2)", settings.events_stream, head - events
+    )
+    relay = Relay(log, settings, batch_size=1000, poll_interval_s=0.05)
+    started = time.perf_counter()
+    task = asyncio.create_task(relay.run())
+    while relay.checkpoint < head:
+        await asyncio.sleep(0.01)
+    elapsed = time.perf_counter() - started
+    await relay.stop()
+    await task
+    return events / elapsed
 
 
 async def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--events", type=int, default=100_000, help="events for the batched append and the reads")
-    parser.add_argument("--single", type=int, default=2_000, help="single-event appends")
-    parser.add_argument("--relay-events", type=int, default=50_000)
+    parser.add_argument("--events", type=int, default=50_000, help="events per batched-append run")
+    parser.add_argument("--single", type=int, default=1_000, help="events per single-event-append run")
+    parser.add_argument("--relay-events", type=int, default=20_000, help="events per relay run")
+    parser.add_argument("--repeats", type=int, default=3, help="runs of each measurement; the best is reported")
     parser.add_argument("--out", type=Path, default=HERE / "results.json")
     args = parser.parse_args(argv)
 
@@ -84,72 +104,57 @@ async def main(argv=None) -> dict:
     database = f"kb_bench_log_{tag}"
     admin = await asyncpg.connect(f"{SERVER_URL}/postgres")
     await admin.execute(f'CREATE DATABASE "{database}"')
-    settings = Settings(
-        database_url=f"{SERVER_URL}/{database}",
-        nats_url=NATS_URL,
-        events_stream=f"KB_BENCH_LOG_{tag.upper()}",
-        events_subject_prefix=f"kbbench.log{tag}",
-    )
-    results = {}
+    settings = Settings(database_url=f"{SERVER_URL}/{database}", nats_url=NATS_URL)
+    relay_streams = [
+        replace(settings, events_stream=f"KB_BENCH_LOG_{tag.upper()}_{n}", events_subject_prefix=f"kbbench.{tag}{n}")
+        for n in range(args.repeats)
+    ]
+    runs: dict[str, list[float]] = {}
+
+    async def measure(name: str, rate) -> None:
+        runs.setdefault(name, []).append(round(await rate))
+
     try:
         log = await EventLog.connect(settings.database_url, min_size=2, max_size=8)
         try:
-            results["append_single_1_writer"] = await append_rate(log, args.single, 1, 1)
-            results["append_single_4_writers"] = await append_rate(log, args.single, 1, 4)
-            results["append_batch1000_1_writer"] = await append_rate(log, args.events, 1000, 1)
-            results["append_batch1000_2_writers"] = await append_rate(log, args.events, 1000, 2)
-            results["read_all_decode_batch1000"], read_count = await read_rate(log, 1000)
-            results["read_all_decode_batch5000"], _ = await read_rate(log, 5000)
-            # The relay publishes the log from position 1; bound the run by the log size.
-            relay_log_events = await log.head_position()
-            relay_settings = settings
-            if relay_log_events > args.relay_events:
-                # Publish only the last relay_events: start the checkpoint there.
-                await log.pool.execute(
-                    "INSERT INTO relay_checkpoints (stream, position) VALUES ($1, $2)",
-                    settings.events_stream,
-                    relay_log_events - args.relay_events,
-                )
-            started = time.perf_counter()
-            relay = Relay(log, relay_settings, batch_size=1000, poll_interval_s=0.05)
-            task = asyncio.create_task(relay.run())
-            while relay.checkpoint < relay_log_events:
-                await asyncio.sleep(0.01)
-            results["relay_publish_batch1000"] = args.relay_events / (time.perf_counter() - started)
-            await relay.stop()
-            await task
+            for n in range(args.repeats):
+                await measure("append_single_1_writer", append_rate(log, args.single, 1, 1))
+                await measure("append_single_4_writers", append_rate(log, args.single, 1, 4))
+                await measure("append_batch1000_1_writer", append_rate(log, args.events, 1000, 1))
+                await measure("append_batch1000_2_writers", append_rate(log, args.events, 1000, 2))
+                await measure("read_all_decode_batch1000", read_rate(log, 1000))
+                await measure("read_all_decode_batch5000", read_rate(log, 5000))
+                await measure("relay_publish_batch1000", relay_rate(log, relay_streams[n], args.relay_events))
+            log_size = await log.head_position()
         finally:
             await log.close()
     finally:
         await admin.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
         await admin.close()
         nc = await bus.connect(settings)
-        await bus.delete_stream(nc.jetstream(), settings)
+        for relay_settings in relay_streams:
+            await bus.delete_stream(nc.jetstream(), relay_settings)
         await nc.close()
 
-    postgres_version = await server_version()
     report = {
         "recorded_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "command": "python -m bench.log.run " + " ".join(argv or []),
+        "command": " ".join(["python -m bench.log.run", *(sys.argv[1:] if argv is None else argv)]),
         "machine": {
             "cpus": os.cpu_count(),
             "python": platform.python_version(),
-            "postgres": postgres_version,
+            "postgres": await server_version(),
             # Other work on the machine shares its 2 cores: the load average says how much.
             "load_average_1m_before_after": [load_before, round(os.getloadavg()[0], 2)],
         },
-        "events": {
-            "batched_and_read": args.events,
-            "single": args.single,
-            "relay": args.relay_events,
-            "log_size_when_read": read_count,
-        },
-        "events_per_second": {k: round(v) for k, v in results.items()},
+        "events_per_run": {"batched": args.events, "single": args.single, "relay": args.relay_events},
+        "log_size_at_end": log_size,
+        "events_per_second_best": {name: max(rates) for name, rates in runs.items()},
+        "events_per_second_runs": runs,
     }
     args.out.write_text(json.dumps(report, indent=2) + "\n")
-    print("| measurement | events/s |\n|---|---:|")
-    for name, rate in report["events_per_second"].items():
-        print(f"| {name} | {rate:,} |")
+    print("| measurement | best events/s | runs |\n|---|---:|---|")
+    for name, rates in runs.items():
+        print(f"| {name} | {max(rates):,} | {', '.join(f'{r:,}' for r in rates)} |")
     return report
 
 
