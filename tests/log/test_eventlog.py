@@ -212,8 +212,10 @@ async def test_read_all_pages_and_filters_by_type(log):
 
 
 async def test_bad_input_is_refused_with_a_clear_message(log):
-    with pytest.raises(ValueError, match="not an Event payload"):
+    with pytest.raises(ValueError, match="kernelboard.v1.Event is not an Event payload"):
         await log.append("x", None, [NewEvent(pb.Event(), actor="a")])
+    with pytest.raises(ValueError, match="dict is not an Event payload"):
+        await log.append("x", None, [NewEvent({"route": "r"}, actor="a")])
     with pytest.raises(ValueError, match="not a UUID"):
         await log.append("x", None, [NewEvent(pb.JobHeld(), actor="a", event_id="job-1")])
     with pytest.raises(ValueError, match="time zone"):
