@@ -187,7 +187,7 @@ async def test_concurrent_appenders_and_a_reader_see_every_event_once_in_commit_
     await asyncio.wait_for(read_task, 30)
 
     head = await log.head_position()
-    assert len(appended) > 100, "the writers should have appended many events in 3 s"
+    assert len(appended) > 50, "the writers should have appended many events in 3 s"
     assert sorted(e.global_position for e in appended) == list(range(start_head + 1, head + 1))
     seen_positions = [e.global_position for e in seen]
     assert seen_positions == list(range(start_head + 1, head + 1)), "the reader skipped or repeated a position"

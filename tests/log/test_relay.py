@@ -85,9 +85,8 @@ async def test_relay_publishes_the_log_in_order_and_wakes_on_notify(log, setting
     try:
         await wait_for(lambda: relay_checkpoint_is(log, settings, head), 20, "the relay to publish the log")
         [late] = await log.append("route:late", None, [NewEvent(pb.RouteStarted(route="late"), actor="a")])
-        started = time.monotonic()
+        # Within 5 s although the relay would next poll in 60 s: NOTIFY woke it.
         await wait_for(lambda: relay_checkpoint_is(log, settings, late.global_position), 5, "a NOTIFY wake-up")
-        assert time.monotonic() - started < 2
     finally:
         await relay.stop()
         await asyncio.wait_for(task, 10)
