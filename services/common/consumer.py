@@ -30,11 +30,22 @@ CONSUMER_DEAD_LETTERED = metrics.counter(
 CONSUMER_LAG = metrics.gauge(
     "kb_consumer_lag_events", "Events in the log beyond the consumer's checkpoint", ["consumer"]
 )
-TRANSIENT_ERRORS = (OSError, TimeoutError, nats.errors.Error, asyncpg.PostgresError, asyncpg.InterfaceError)
+CONSUMER_ERRORS = metrics.counter(
+    "kb_consumer_errors_total", "Consumer cycles that failed (database or NATS trouble) and were retried", ["consumer"]
+)
+TRANSIENT_ERRORS = (
+    OSError,
+    TimeoutError,
+    nats.errors.Error,
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.InternalClientError,
+)
 # The database connection is gone: retrying the handler on it, or dead-lettering its event, would be wrong.
 CONNECTION_LOST = (
     OSError,
     asyncpg.InterfaceError,
+    asyncpg.InternalClientError,
     asyncpg.PostgresConnectionError,
     asyncpg.exceptions.AdminShutdownError,
     asyncpg.exceptions.CrashShutdownError,
@@ -87,7 +98,8 @@ class Consumer:
                     full = len(events) == self.batch_size
                     new_checkpoint = events[-1].global_position if full else max(head, checkpoint, *_positions(events))
                     counts = await self._apply(conn, events)
-                    await self._save_checkpoint(conn, new_checkpoint)
+                    if new_checkpoint != checkpoint:
+                        await self._save_checkpoint(conn, new_checkpoint)
             self._committed(new_checkpoint, *counts)
             if not full:
                 await self._report_lag(head)
@@ -95,7 +107,6 @@ class Consumer:
 
     async def run(self) -> None:
         """Catches up, then follows the JetStream stream until stop()."""
-        self._stopping.clear()
         await self.catch_up()
         nc = await bus.connect(self.settings, name=f"kb-consumer-{self.name}")
         try:
@@ -122,7 +133,13 @@ class Consumer:
                     await self.handle_messages(messages)
                 except TRANSIENT_ERRORS as err:
                     # Nothing was committed, or it was and the unacked messages come back and change nothing.
+                    CONSUMER_ERRORS.labels(self.name).inc()
                     log.warning("consumer_retrying", consumer=self.name, error=repr(err), checkpoint=self.checkpoint)
+                    await asyncio.sleep(1)
+                except Exception:
+                    # Unexpected (handler errors are dead-lettered before this): log loudly, retry, never stall.
+                    CONSUMER_ERRORS.labels(self.name).inc()
+                    log.exception("consumer_failed_retrying", consumer=self.name, checkpoint=self.checkpoint)
                     await asyncio.sleep(1)
         finally:
             self.ready.clear()

@@ -23,6 +23,7 @@ Event = events_pb2.Event
 # The payload oneof: message name (the event's type) -> the Event field that carries it.
 _PAYLOAD_ONEOF = Event.DESCRIPTOR.oneofs_by_name["payload"].fields
 PAYLOAD_FIELDS: dict[str, str] = {field.message_type.name: field.name for field in _PAYLOAD_ONEOF}
+_PAYLOAD_TYPES: dict[str, str] = {field.message_type.full_name: field.message_type.name for field in _PAYLOAD_ONEOF}
 
 
 def _varint(value: int) -> bytes:
@@ -77,9 +78,10 @@ class DuplicateEvent(Exception):
 
 def event_type(payload: Message) -> str:
     """The payload message's name, e.g. "CommitIngested"; refuses messages that are not Event payloads."""
-    name = payload.DESCRIPTOR.name
-    if name not in PAYLOAD_FIELDS or type(payload).DESCRIPTOR.full_name != f"kernelboard.v1.{name}":
-        raise ValueError(f"{payload.DESCRIPTOR.full_name} is not an Event payload")
+    descriptor = getattr(payload, "DESCRIPTOR", None)
+    name = _PAYLOAD_TYPES.get(getattr(descriptor, "full_name", None))
+    if name is None:
+        raise ValueError(f"{getattr(descriptor, 'full_name', type(payload).__name__)} is not an Event payload")
     return name
 
 

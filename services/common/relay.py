@@ -23,7 +23,14 @@ from services.common.logs import configure_logging, get_logger
 
 NOTIFY_CHANNEL = "kb_events_appended"
 # What a lost connection to NATS or PostgreSQL looks like; anything else is a bug and ends run().
-TRANSIENT_ERRORS = (OSError, TimeoutError, nats.errors.Error, asyncpg.PostgresError, asyncpg.InterfaceError)
+TRANSIENT_ERRORS = (
+    OSError,
+    TimeoutError,
+    nats.errors.Error,
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.InternalClientError,  # a connection the server closed in the middle of a message
+)
 METRICS_PORT = 9105
 
 RELAY_PUBLISHED = metrics.counter(
@@ -70,6 +77,10 @@ class Relay:
             except TRANSIENT_ERRORS as err:
                 RELAY_ERRORS.labels(self._stream).inc()
                 log.warning("relay_retrying", stream=self._stream, error=repr(err), checkpoint=self.checkpoint)
+            except Exception:
+                # Unexpected, but a relay that gives up stalls every consumer: log it loudly and go on.
+                RELAY_ERRORS.labels(self._stream).inc()
+                log.exception("relay_failed_retrying", stream=self._stream, checkpoint=self.checkpoint)
             finally:
                 self.active.clear()
             await self._sleep(self.retry_delay_s)
@@ -98,7 +109,7 @@ class Relay:
                 if published < self.batch_size:
                     await self._sleep(self.poll_interval_s)
         finally:
-            await conn.close()
+            await _close(conn)
             await nc.close()
 
     async def _acquire_lock(self, conn: asyncpg.Connection) -> bool:
@@ -150,6 +161,13 @@ class Relay:
             await asyncio.wait_for(self._wake.wait(), seconds)
         except TimeoutError:
             pass
+
+
+async def _close(conn: asyncpg.Connection) -> None:
+    try:
+        await conn.close(timeout=5)
+    except Exception:  # a connection already broken: drop it without the goodbye
+        conn.terminate()
 
 
 async def main(argv=None) -> None:

@@ -10,7 +10,7 @@ from kernelboard.v1 import events_pb2 as pb
 from services.common.consumer import CONSUMER_DEAD_LETTERED, Consumer
 from services.common.eventlog import EventLog, NewEvent
 from services.common.relay import Relay
-from tests.log.test_relay import Crash, append_jobs, wait_for
+from tests.log.helpers import Crash, append_jobs, wait_for
 
 pytestmark = pytest.mark.timeout(90)
 

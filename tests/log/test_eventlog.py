@@ -187,7 +187,7 @@ async def test_concurrent_appenders_and_a_reader_see_every_event_once_in_commit_
     await asyncio.wait_for(read_task, 30)
 
     head = await log.head_position()
-    assert len(appended) > 100, "the writers should have appended many events in 3 s"
+    assert len(appended) > 50, "the writers should have appended many events in 3 s"
     assert sorted(e.global_position for e in appended) == list(range(start_head + 1, head + 1))
     seen_positions = [e.global_position for e in seen]
     assert seen_positions == list(range(start_head + 1, head + 1)), "the reader skipped or repeated a position"
@@ -212,8 +212,10 @@ async def test_read_all_pages_and_filters_by_type(log):
 
 
 async def test_bad_input_is_refused_with_a_clear_message(log):
-    with pytest.raises(ValueError, match="not an Event payload"):
+    with pytest.raises(ValueError, match="kernelboard.v1.Event is not an Event payload"):
         await log.append("x", None, [NewEvent(pb.Event(), actor="a")])
+    with pytest.raises(ValueError, match="dict is not an Event payload"):
+        await log.append("x", None, [NewEvent({"route": "r"}, actor="a")])
     with pytest.raises(ValueError, match="not a UUID"):
         await log.append("x", None, [NewEvent(pb.JobHeld(), actor="a", event_id="job-1")])
     with pytest.raises(ValueError, match="time zone"):

@@ -1,6 +1,10 @@
 """Migrations: number order, once each, safe under concurrent starts, an edited applied migration refused."""
 
 import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import asyncpg
 import pytest
@@ -59,3 +63,14 @@ async def test_a_misnamed_or_doubly_numbered_migration_is_refused(tmp_path):
     write(tmp_path, "b", "0005_y.sql", "")
     with pytest.raises(MigrationError, match="0005 is used twice"):
         discover(tmp_path)
+
+
+def test_the_migrate_command_applies_the_projects_migrations_once(database_url):
+    repo = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, KB_DATABASE_URL=database_url, PYTHONPATH=f"{repo}{os.pathsep}{repo / 'protos'}")
+    command = [sys.executable, "-m", "services.common.migrate"]
+    first = subprocess.run(command, cwd=repo, env=env, capture_output=True, text=True, timeout=60)
+    assert first.returncode == 0, first.stderr
+    assert f"applied {len(discover())} migration(s)" in first.stdout
+    again = subprocess.run(command, cwd=repo, env=env, capture_output=True, text=True, timeout=60)
+    assert again.returncode == 0 and "migrations: up to date" in again.stdout

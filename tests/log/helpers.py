@@ -1,0 +1,27 @@
+"""Helpers shared by the log, relay and consumer tests."""
+
+import asyncio
+import time
+
+from kernelboard.v1 import events_pb2 as pb
+
+from services.common.eventlog import EventLog, NewEvent
+
+
+class Crash(BaseException):
+    """Stands for the process dying: neither the relay nor the consumer catches it."""
+
+
+async def append_jobs(log: EventLog, count: int, batch: int = 100) -> None:
+    for start in range(0, count, batch):
+        events = [NewEvent(pb.JobStateChanged(job_id=str(i), state="RUNNING"), actor="s") for i in range(batch)]
+        await log.append(f"job:bulk-{start}", None, events[: min(batch, count - start)])
+
+
+async def wait_for(condition, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if result := await condition():
+            return result
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
