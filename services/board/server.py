@@ -61,8 +61,8 @@ async def run(settings: Settings) -> None:
         await serve(
             "board",
             add_to_server(background.projector),
-            port=GRPC_PORTS["board"],
-            metrics_port=METRICS_PORTS["board"],
+            port=int(os.environ.get("KB_BOARD_PORT", GRPC_PORTS["board"])),
+            metrics_port=int(os.environ.get("KB_BOARD_METRICS_PORT", METRICS_PORTS["board"])),
             pool=event_log.pool,
             on_stop=[background.stop],
         )

@@ -30,8 +30,8 @@ async def main() -> None:
     await serve(
         "ingest",
         lambda server: add_to_server(server, ingest),
-        port=GRPC_PORTS["ingest"],
-        metrics_port=METRICS_PORTS["ingest"],
+        port=int(os.environ.get("KB_INGEST_PORT", GRPC_PORTS["ingest"])),
+        metrics_port=int(os.environ.get("KB_INGEST_METRICS_PORT", METRICS_PORTS["ingest"])),
         pool=log.pool,
         on_stop=[log.close],
         # A unary Push carries the whole bundle in one message: let it reach the size check, which names the limit.

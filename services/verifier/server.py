@@ -5,6 +5,7 @@ them; gRPC on 50053 answers GetCheck/ListChecks/WatchChecks; Prometheus on 9103.
 """
 
 import asyncio
+import os
 
 from services.common.config import GRPC_PORTS, METRICS_PORTS, Settings
 from services.common.consumer import Consumer
@@ -46,8 +47,8 @@ async def main() -> None:
     await serve(
         "verifier",
         lambda server: add_to_server(server, queue, feed),
-        port=GRPC_PORTS["verifier"],
-        metrics_port=METRICS_PORTS["verifier"],
+        port=int(os.environ.get("KB_VERIFIER_PORT", GRPC_PORTS["verifier"])),
+        metrics_port=int(os.environ.get("KB_VERIFIER_METRICS_PORT", METRICS_PORTS["verifier"])),
         pool=event_log.pool,
         on_start=[start],
         on_stop=[stop],
