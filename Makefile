@@ -4,8 +4,8 @@ PYTHON ?= .venv/bin/python
 BOOTSTRAP_PYTHON ?= python3
 # The stack's state: logs, pid files, the hosted repository, job directories, a throwaway PostgreSQL/NATS store.
 KB_HOME ?= $(CURDIR)/.state
-# What `make test` runs; tests/e2e needs the whole stack and has its own target.
-TESTS ?= tests --ignore=tests/e2e
+# What `make test` runs; tests/e2e and tests/faults start private stacks of their own and have their own target.
+TESTS ?= tests --ignore=tests/e2e --ignore=tests/faults
 PYTEST_ARGS ?=
 
 # pytest exits 5 when it collected no test: that would pass a run that tested nothing, so it fails here.
@@ -29,9 +29,12 @@ status:
 test:
 	@$(call strict_pytest,$(TESTS))
 
-e2e: up
+# tests/e2e and tests/faults start their own stack (own database, nats-server, KB_HOME, free ports) beside any
+# `make up` stack; they need the machine's PostgreSQL, nats-server and the Slurm cluster that prepare brings up.
+e2e:
 	@test -d tests/e2e || { echo "make e2e: tests/e2e is not in this checkout" >&2; exit 1; }
-	@KB_HOME=$(KB_HOME) $(call strict_pytest,tests/e2e)
+	KB_HOME=$(KB_HOME) $(BOOTSTRAP_PYTHON) deploy/local/stack.py prepare
+	@KB_HOME=$(KB_HOME) $(call strict_pytest,tests/e2e $(wildcard tests/faults))
 
 proto:
 	$(PYTHON) protos/generate.py
