@@ -99,6 +99,8 @@ class Agent:
         self.pushed = 0
         self.errors: list[str] = []
         self.push_latencies: list[float] = []
+        self.timeout_s = 120.0
+        self.interval_s = 0.0
 
     async def prepare(self, ingest) -> None:
         await ingest.StartRoute(ingest_pb2.StartRouteRequest(route=self.route), metadata=self.md)
@@ -110,6 +112,17 @@ class Agent:
         )
         self.base = (await git(self.clone, "rev-parse", "HEAD", env=self.env)).decode().strip()
         (self.clone / "routes" / self.route).mkdir(parents=True, exist_ok=True)
+
+    async def resync(self, ingest) -> bool:
+        """After a failed push, back in step with the hosted route; returns whether the failed push landed anyway."""
+        mine = (await git(self.clone, "rev-parse", "HEAD", env=self.env)).decode().strip()
+        reply = await ingest.Fetch(ingest_pb2.FetchRequest(refs=[f"routes/{self.route}"]), metadata=self.md)
+        bundle = self.clone.with_suffix(".bundle")
+        bundle.write_bytes(reply.bundle)
+        await git(self.clone, "fetch", "-q", str(bundle), f"routes/{self.route}", env=self.env)
+        await git(self.clone, "reset", "-q", "--hard", "FETCH_HEAD", env=self.env)
+        self.base = (await git(self.clone, "rev-parse", "HEAD", env=self.env)).decode().strip()
+        return self.base == mine
 
     async def push_until(self, ingest, watcher: BoardWatcher, stop_at: float) -> None:
         ref = f"refs/heads/routes/{self.route}"
@@ -123,15 +136,18 @@ class Agent:
             started = time.perf_counter()
             watcher.expect(self.route, score, started)
             try:
-                reply = await ingest.Push(ingest_pb2.PushRequest(ref=ref, bundle=bundle), metadata=self.md, timeout=30)
+                reply = await ingest.Push(
+                    ingest_pb2.PushRequest(ref=ref, bundle=bundle), metadata=self.md, timeout=self.timeout_s
+                )
             except grpc.RpcError as err:
                 self.errors.append(f"{err.code().name}: {err.details()}")
-                watcher.pending[self.route].remove((score, started))
-                await git(self.clone, "reset", "-q", "--hard", self.base, env=self.env)
+                if not await self.resync(ingest):  # it did not land: its score will never show
+                    watcher.pending[self.route].remove((score, started))
                 continue
             self.push_latencies.append(time.perf_counter() - started)
             self.base = reply.sha
             self.pushed += 1
+            await asyncio.sleep(self.interval_s)
 
 
 async def register_agents(stack: Stack, count: int) -> list[str]:
@@ -159,12 +175,14 @@ async def register_agents(stack: Stack, count: int) -> list[str]:
     return tokens
 
 
-async def measure(stack: Stack, agents_n: int, seconds: float) -> dict:
+async def measure(stack: Stack, agents_n: int, seconds: float, interval_s: float) -> dict:
     tokens = await register_agents(stack, agents_n)
     env = stack.env()
     clones = stack.root / "clones"
     clones.mkdir()
     agents = [Agent(i, token, clones, env) for i, token in enumerate(tokens)]
+    for agent in agents:
+        agent.interval_s = interval_s
     curator_md = (("authorization", f"Bearer {stack.token('curator')}"),)
     async with (
         grpc.aio.insecure_channel(stack.address("ingest")) as ingest_channel,
@@ -199,6 +217,7 @@ async def measure(stack: Stack, agents_n: int, seconds: float) -> dict:
             event_to_board.append(shown - event.occurred_at.ToNanoseconds() / 1e9)
     return {
         "agents": agents_n,
+        "interval_s": interval_s,
         "duration_s": round(wall, 1),
         "pushes": pushed,
         "pushes_per_s": round(pushed / wall, 1),
@@ -220,16 +239,17 @@ async def main() -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--agents", type=int, default=50)
     parser.add_argument("--seconds", type=float, default=60)
+    parser.add_argument("--interval", type=float, default=0.0, help="each agent's pause after a push (0: closed loop)")
     args = parser.parse_args()
     stack = Stack(Path(tempfile.mkdtemp(prefix="kb-load-")), None, components=("relay", "ingest", "board"))
     try:
         await stack.setup()
-        result = await measure(stack, args.agents, args.seconds)
+        result = await measure(stack, args.agents, args.seconds, args.interval)
     finally:
         await stack.teardown()
     return {
         "command": f"PYTHONPATH=$PWD:$PWD/protos .venv/bin/python bench/load/run.py --agents {args.agents} "
-        f"--seconds {args.seconds:g}",
+        f"--seconds {args.seconds:g} --interval {args.interval:g}",
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": f"{platform.node()} {platform.machine()} {os.cpu_count()} cpus, python {sys.version.split()[0]}",
         "components": "relay, ingest, board as processes; PostgreSQL 127.0.0.1:5432 (own database); own nats-server",
