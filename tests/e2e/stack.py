@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -58,9 +59,10 @@ def postgres_bin(tool: str) -> str:
 class ThrowawayPostgres:
     """A PostgreSQL cluster of our own (initdb as user postgres into a temp dir), so that a test may restart it."""
 
-    def __init__(self, root: Path):
-        self.root = root
-        self.data = root / "data"
+    def __init__(self):
+        # User postgres must reach it: /var/tmp, not pytest's private (mode 700) temporary directory.
+        self.root = Path(tempfile.mkdtemp(prefix="kb-e2e-pg-", dir="/var/tmp"))
+        self.data = self.root / "data"
         self.port = free_port()
         self.url = f"postgresql://root@127.0.0.1:{self.port}/postgres"
 
@@ -81,6 +83,9 @@ class ThrowawayPostgres:
 
     def stop(self, mode: str = "fast") -> None:
         self._as_postgres(postgres_bin("pg_ctl"), "-D", str(self.data), "-m", mode, "-w", "-t", "60", "stop")
+
+    def remove(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
 
 
 class PrivateNats:
@@ -131,7 +136,7 @@ class Stack:
         self.tag = uuid.uuid4().hex[:10]
         self.db_name = f"kb_test_e2e_{self.tag}"
         self.nats = PrivateNats(self.root)
-        self.postgres = ThrowawayPostgres(self.root / "pg") if self.private_postgres else None
+        self.postgres = ThrowawayPostgres() if self.private_postgres else None
         admin = self.postgres.url if self.postgres else ADMIN_URL
         self.admin_url = admin
         self.database_url = admin.rsplit("/", 1)[0] + "/" + self.db_name
@@ -285,7 +290,11 @@ class Stack:
         self.cancel_slurm_jobs()
         self.nats.stop()
         if self.postgres:
-            self.postgres.stop("immediate")
+            try:
+                self.postgres.stop("immediate")
+            except subprocess.CalledProcessError:
+                pass  # already stopped (a test failed while it was down)
+            self.postgres.remove()
             return
         admin = await asyncpg.connect(self.admin_url)
         try:
