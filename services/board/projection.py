@@ -174,9 +174,6 @@ class Board:
         self.routes: dict[str, RouteOnBoard] = {}
         self.actors: dict[str, int] = {}  # actor -> time of its latest event on this board
 
-    def accepts(self, verifier_version: int) -> bool:
-        return self.card is None or not self.card.verifier_versions or verifier_version in self.card.verifier_versions
-
 
 class RouteInfo(NamedTuple):
     owner: str
@@ -239,8 +236,9 @@ def apply(state: State, event: events_pb2.Event) -> State:
     return state
 
 
-def _board(state: State, version: int, ns: int) -> Board | None:
-    """The board of ``version`` (0: the one in force), created on its first event; None before any rules."""
+def _board(state: State, version: int, actor: str, ns: int) -> Board | None:
+    """The board of ``version`` (0: the one in force), created on its first event, with the event's activity
+    recorded on it; None before any rules."""
     if not version:
         version = state.in_force
         if not version:
@@ -249,22 +247,20 @@ def _board(state: State, version: int, ns: int) -> Board | None:
     if board is None:
         board = state.boards[version] = Board(version, ns)
     state.touched_boards.add(version)
-    return board
-
-
-def _active(board: Board, actor: str, ns: int) -> None:
     if ns > board.last_active_ns:
         board.last_active_ns = ns
     if actor and ns >= board.actors.get(actor, ns):
         board.actors[actor] = ns
+    return board
 
 
 def _route(state: State, board: Board, route: str) -> RouteOnBoard:
     state.touched_routes.add((board.version, route))
-    on_board = board.routes.get(route)
-    if on_board is None:
+    try:
+        return board.routes[route]
+    except KeyError:
         on_board = board.routes[route] = RouteOnBoard()
-    return on_board
+        return on_board
 
 
 def _acting_for(state: State, actor: str, owner: str) -> None:
@@ -273,9 +269,7 @@ def _acting_for(state: State, actor: str, owner: str) -> None:
 
 
 def _on_activity(state: State, actor: str, ns: int) -> None:
-    board = _board(state, 0, ns)
-    if board is not None:
-        _active(board, actor, ns)
+    _board(state, 0, actor, ns)
 
 
 def _on_principal_registered(state: State, event, payload, actor: str, position: int, ns: int) -> None:
@@ -293,41 +287,36 @@ def _on_route_started(state: State, event, payload, actor: str, position: int, n
     if route and route not in state.routes:
         state.routes[route] = RouteInfo(payload.owner, payload.started_by, ns, position)
     _acting_for(state, payload.started_by, payload.owner)
-    board = _board(state, 0, ns)
-    if board is not None:
-        _active(board, actor, ns)
-        if route:
-            _route(state, board, route)
+    board = _board(state, 0, actor, ns)
+    if board is not None and route:
+        _route(state, board, route)
 
 
 def _on_commit_ingested(state: State, event, payload, actor: str, position: int, ns: int) -> None:
     _acting_for(state, actor, payload.owner)
-    board = _board(state, 0, ns)
-    if board is not None:
-        _active(board, actor, ns)
-        if payload.route:
-            _route(state, board, payload.route)
+    board = _board(state, 0, actor, ns)
+    route = payload.route
+    if board is not None and route:
+        _route(state, board, route)
 
 
 def _on_rules_approved(state: State, event, payload, actor: str, position: int, ns: int) -> None:
     version = payload.benchmark_version
     if version <= 0:
         return _on_activity(state, actor, ns)
-    board = _board(state, version, ns)
+    board = _board(state, version, actor, ns)
     if version > state.in_force:
         state.in_force = version
     card, status = read_card(payload.rules_json, payload.rules_commit, ns)
     board.card = card
     if status in SET_STATUSES:
         board.status, board.status_reason = status, "set in the rules"
-    _active(board, actor, ns)
 
 
 def _on_metrics_reported(state: State, event, payload, actor: str, position: int, ns: int) -> None:
-    board = _board(state, payload.benchmark_version, ns)
+    board = _board(state, payload.benchmark_version, actor, ns)
     if board is None:
         return
-    _active(board, actor, ns)
     route = payload.route
     if not route:
         return
@@ -359,10 +348,9 @@ def _on_metrics_reported(state: State, event, payload, actor: str, position: int
 
 
 def _on_check_completed(state: State, event, payload, actor: str, position: int, ns: int) -> None:
-    board = _board(state, payload.benchmark_version, ns)
+    board = _board(state, payload.benchmark_version, actor, ns)
     if board is None:
         return
-    _active(board, actor, ns)
     route = payload.route
     if not route:
         return
@@ -372,7 +360,8 @@ def _on_check_completed(state: State, event, payload, actor: str, position: int,
     passed = payload.passed
     score = payload.score
     code = COUNTED
-    if not board.accepts(verifier_version):
+    card = board.card  # rules naming no verifier version accept any
+    if card is not None and card.verifier_versions and verifier_version not in card.verifier_versions:
         code = NOT_ACCEPTED
     elif passed and not _isfinite(score):
         code = NOT_FINITE
@@ -399,19 +388,17 @@ def _check_details(payload, reason: str, position: int, ns: int, verifier_versio
 
 
 def _on_benchmark_status_changed(state: State, event, payload, actor: str, position: int, ns: int) -> None:
-    board = _board(state, payload.benchmark_version, ns)
+    board = _board(state, payload.benchmark_version, actor, ns)
     if board is None:
         return
-    _active(board, actor, ns)
     if payload.status in SET_STATUSES:
         board.status, board.status_reason = payload.status, payload.reason
 
 
 def _on_route_adopted(state: State, event, payload, actor: str, position: int, ns: int) -> None:
-    board = _board(state, payload.benchmark_version, ns)
+    board = _board(state, payload.benchmark_version, actor, ns)
     if board is None:
         return
-    _active(board, actor, ns)
     if not payload.route:
         return
     on_board = _route(state, board, payload.route)
