@@ -34,7 +34,10 @@ def envelope(position: int, payload, *, actor: str = "curator", at_ns: int | Non
 def rules_json(version: int, *, verifier_versions=None, status: str | None = None) -> str:
     rules = json.loads(RULES_PATH.read_text())
     rules["benchmark"]["version"] = version
-    if verifier_versions is not None:
+    # None: rules that name no verifier versions (written before the field existed), which accept any.
+    if verifier_versions is None:
+        rules["benchmark"].pop("verifier_versions", None)
+    else:
         rules["benchmark"]["verifier_versions"] = list(verifier_versions)
     if status is not None:
         rules["benchmark"]["status"] = status
