@@ -93,19 +93,20 @@ def _limits(cpu_seconds: int):
     return apply
 
 
-def _read_regular(path: Path, limit: int) -> bytes | None:
-    """The file's bytes (at most limit + 1), or None when it is absent; never follows a symlink out of the box."""
+def _read_metrics(path: Path, limit: int) -> tuple[bytes | None, str]:
+    """(the file's bytes, at most limit + 1; or None when absent) and why it could not be read; never follows a
+    symlink out of the box."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except (FileNotFoundError, NotADirectoryError):
-        return None
-    except OSError:  # a symlink (ELOOP) or worse: not a file the check wrote honestly
-        return b"\0not a regular file"
+        return None, ""
+    except OSError as err:  # ELOOP: a symlink
+        return None, f"cannot open it ({err.strerror}): a check writes a plain file"
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return b"\0not a regular file"
+            return None, "not a regular file"
         with os.fdopen(fd, "rb", closefd=False) as handle:
-            return handle.read(limit + 1)
+            return handle.read(limit + 1), ""
     finally:
         os.close(fd)
 
@@ -197,10 +198,12 @@ class Sandbox:
             finally:
                 _kill_group(proc.pid)  # whatever it left behind in its group
         duration = time.monotonic() - started
+        metrics_text, metrics_error = _read_metrics(box.path / "out" / metrics_file, MAX_METRICS_BYTES)
         return RunOutcome(
             exit_code=None if timed_out else proc.returncode,
             timed_out=timed_out,
             duration_s=duration,
-            metrics_text=_read_regular(box.path / "out" / metrics_file, MAX_METRICS_BYTES),
+            metrics_text=metrics_text,
             output_tail=_tail(output),
+            metrics_error=metrics_error,
         )
