@@ -22,6 +22,7 @@ import shutil
 import signal
 import stat
 import subprocess
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -49,13 +50,19 @@ log = get_logger()
 
 
 def isolation_available() -> bool:
-    """Whether this machine lets us create the sandbox's namespaces (needs root or user namespaces)."""
+    """Whether the whole sandbox works here: namespaces (root or user namespaces), the mounts of sandbox_setup.sh
+    and the capability drop, tried once on an empty box."""
     if shutil.which("unshare") is None or shutil.which("setpriv") is None:
         return False
+    box = Path(tempfile.mkdtemp(prefix="kb-sandbox-probe-"))
     try:
-        done = subprocess.run([*UNSHARE, "true"], capture_output=True, timeout=10)
+        (box / "work").mkdir()
+        command = [*UNSHARE, "bash", str(SETUP_SCRIPT), str(box), INNER_ROOT, "--", "true"]
+        done = subprocess.run(command, capture_output=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
         return False
+    finally:
+        shutil.rmtree(box, ignore_errors=True)
     return done.returncode == 0
 
 
