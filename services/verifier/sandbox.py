@@ -15,9 +15,7 @@ Where unshare is unavailable the run goes ahead without namespaces and says so l
 
 import asyncio
 import contextlib
-import ctypes
 import os
-import resource
 import shutil
 import signal
 import stat
@@ -38,9 +36,6 @@ UNSHARE = ("unshare", "--net", "--mount", "--pid", "--fork", "--kill-child", "--
 OUTPUT_TAIL_BYTES = 8000
 MAX_FILE_BYTES = 4 * 1024**3
 MAX_OPEN_FILES = 4096
-
-PR_SET_PDEATHSIG = 1
-_LIBC = ctypes.CDLL(None, use_errno=True)
 
 NOT_ISOLATED = metrics.counter(
     "kb_verifier_sandbox_not_isolated_total", "Check runs without network/mount isolation (unshare unavailable)."
@@ -87,17 +82,24 @@ class Box:
         return "/".join([self.inner, *parts])
 
 
-def _limits(cpu_seconds: int):
-    def apply() -> None:
-        # Dies with the worker: a verifier killed mid-check leaves no check running (unshare --kill-child takes
-        # the namespace down with it).
-        _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (MAX_FILE_BYTES, MAX_FILE_BYTES))
-        resource.setrlimit(resource.RLIMIT_NOFILE, (MAX_OPEN_FILES, MAX_OPEN_FILES))
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds))
-
-    return apply
+def _guarded(command: Sequence[str], cpu_seconds: int) -> list[str]:
+    """The command under rlimits (no core files, bounded file sizes and descriptors, CPU time as a backstop) and with
+    SIGKILL as its parent-death signal: a verifier killed mid-check takes its check down with it (unshare
+    --kill-child then takes the namespace). Done by util-linux tools rather than a preexec_fn: Python code between
+    fork and exec is unsafe in a process with threads (gRPC's), and crashed the child here now and then."""
+    return [
+        "setpriv",
+        "--pdeathsig",
+        "KILL",
+        "--",
+        "prlimit",
+        "--core=0",
+        f"--fsize={MAX_FILE_BYTES}",
+        f"--nofile={MAX_OPEN_FILES}",
+        f"--cpu={cpu_seconds}",
+        "--",
+        *command,
+    ]
 
 
 def _read_metrics(path: Path, limit: int) -> tuple[bytes | None, str]:
@@ -183,14 +185,13 @@ class Sandbox:
         timed_out = False
         with open(output, "wb") as sink:
             proc = await asyncio.create_subprocess_exec(
-                *command,
+                *_guarded(command, time_limit_s * self.config.cpu_count + 60),
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=sink,
                 stderr=subprocess.STDOUT,
                 cwd=box.work,
                 env=dict(env),
                 start_new_session=True,  # its own process group, killed as one
-                preexec_fn=_limits(time_limit_s * self.config.cpu_count + 60),
             )
             try:
                 await asyncio.wait_for(proc.wait(), timeout=time_limit_s)
