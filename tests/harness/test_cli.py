@@ -5,7 +5,7 @@ import os
 import subprocess
 
 from services.cli.main import main as kb_main
-from tests.harness.conftest import CHEATS, REPO, ROUTES, run_cli
+from tests.harness.conftest import CHEATS, REPO, ROUTES
 
 
 def test_kb_verify_passes_the_reference_and_writes_metrics(tmp_path):
@@ -49,21 +49,11 @@ def test_kb_verify_passes_the_reference_and_writes_metrics(tmp_path):
     assert any("--only" in why for why in doc["not_verified_because"])
 
 
-def test_a_broken_guardrail_exits_1(tmp_path):
+def test_a_broken_guardrail_exits_1(tmp_path, capsys):
     metrics = tmp_path / "metrics.json"
-    done = run_cli(
-        str(CHEATS / "c03_input_mutation"),
-        "--metrics",
-        str(metrics),
-        "--shapes",
-        "smoke",
-        "--only",
-        "new_gelu",
-        "--device",
-        "cpu",
-    )
-    assert done.returncode == 1, done.stderr
-    assert "class 3 (input mutation)" in done.stdout
+    args = [str(CHEATS / "c03_input_mutation"), "--metrics", str(metrics), "--shapes", "smoke", "--only", "new_gelu"]
+    assert kb_main(["verify", *args, "--device", "cpu", "--rules", str(REPO / "scienceslack.json")]) == 1
+    assert "class 3 (input mutation)" in capsys.readouterr().out
     assert json.loads(metrics.read_text())["passed"] is False
 
 
