@@ -50,7 +50,8 @@ def rules(version: int, **kwargs):
     )
 
 
-def check(route: str, version: int, *, passed: bool, score: float, reasons=(), check_id: str = "c"):
+def check(route: str, version: int, *, passed: bool, score: float, reasons=(), check_id: str = "c", verified=None):
+    """A check on the pinned runner: a pass is verified unless ``verified=False`` says otherwise."""
     return events_pb2.CheckCompleted(
         check_id=check_id,
         check_name="verify",
@@ -62,7 +63,9 @@ def check(route: str, version: int, *, passed: bool, score: float, reasons=(), c
         score=score,
         cost=1.5,
         benchmark_version=version,
-        runner="NVIDIA H200",
+        runner="NVIDIA H200" if verified is not False else "cpu",
+        verified=passed if verified is None else verified,
+        not_verified_because=[] if verified is not False else ["runner cpu is not the pinned NVIDIA H200"],
     )
 
 
