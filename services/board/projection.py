@@ -12,13 +12,15 @@ The rules, as this module applies them (DESIGN.md "Board rules"):
   MetricsReported, BenchmarkStatusChanged, RouteAdopted; 0 meaning "not given") belongs to that board; any other
   event belongs to the board in force, the highest version whose rules were approved so far (none before the first
   RulesApproved). Old boards stay readable.
-- Ranked: a route's best passing check on that board (source "verified"; an equal score later keeps the earlier) and
+- Ranked: a route's best passing verified check on that board (source "verified"; an equal score later keeps the
+  earlier; verified means judged on the rules' pinned runner at full shapes, so a CPU-profile pass never ranks) and
   its latest report by a maintainer ("reported by maintainer"). Higher scores rank first; ties break on the earlier
   log position. A check counts only when the board's rules accept its verifier version (the rules'
   ``benchmark.verifier_versions`` list or ``benchmark.verifier_version``; rules naming neither accept any); a score
   that is not a finite number never ranks.
 - Listed beside, unranked: a route's latest report by anyone else ("reported") and, while the route's latest counted
-  check failed, that check with its reasons ("failed check").
+  check failed, that check with its reasons ("failed check"), or passed without being verified, that check with why
+  it is not verified ("unverified check").
 - Adopted: the latest RouteAdopted for the route on that board.
 - History: a route's checks, reports and adoption marks on a board are kept as their log positions with what the
   fold decided of each (counted, or why not); GetRoute reads those events back from the log.
@@ -42,7 +44,7 @@ from typing import NamedTuple
 from kernelboard.v1 import events_pb2
 
 # Raise it whenever a change here would fold the same log differently: a stored copy of another version is refolded.
-PROJECTION_VERSION = 1
+PROJECTION_VERSION = 2
 
 NS_PER_DAY = 86_400 * 1_000_000_000
 QUIET_AFTER_NS = 14 * NS_PER_DAY
@@ -52,6 +54,7 @@ VERIFIED = "verified"
 REPORTED_BY_MAINTAINER = "reported by maintainer"
 REPORTED = "reported"
 FAILED_CHECK = "failed check"
+UNVERIFIED_CHECK = "unverified check"
 
 ACTIVE = "active"
 QUIET = "quiet"
@@ -88,6 +91,7 @@ class Entry(NamedTuple):
 COUNTED = 0
 NOT_ACCEPTED = 1  # a check of a verifier version the board's rules do not accept
 NOT_FINITE = 2  # a score that is not a finite number
+NOT_VERIFIED = 3  # a passing check not judged on the pinned runner at full shapes (e.g. a CPU profile)
 
 
 class Record(NamedTuple):
@@ -131,7 +135,7 @@ class RouteOnBoard:
         self.checks = 0
         self.checks_passed = 0
         self.reports = 0
-        self.history = array("q")  # position * 4 + COUNTED | NOT_ACCEPTED | NOT_FINITE, in log order
+        self.history = array("q")  # position * 4 + COUNTED | NOT_ACCEPTED | NOT_FINITE | NOT_VERIFIED
 
 
 class Card(NamedTuple):
@@ -173,9 +177,6 @@ class Board:
         self.last_scored_ns = 0
         self.routes: dict[str, RouteOnBoard] = {}
         self.actors: dict[str, int] = {}  # actor -> time of its latest event on this board
-
-    def accepts(self, verifier_version: int) -> bool:
-        return self.card is None or not self.card.verifier_versions or verifier_version in self.card.verifier_versions
 
 
 class RouteInfo(NamedTuple):
@@ -239,8 +240,9 @@ def apply(state: State, event: events_pb2.Event) -> State:
     return state
 
 
-def _board(state: State, version: int, ns: int) -> Board | None:
-    """The board of ``version`` (0: the one in force), created on its first event; None before any rules."""
+def _board(state: State, version: int, actor: str, ns: int) -> Board | None:
+    """The board of ``version`` (0: the one in force), created on its first event, with the event's activity
+    recorded on it; None before any rules."""
     if not version:
         version = state.in_force
         if not version:
@@ -249,22 +251,20 @@ def _board(state: State, version: int, ns: int) -> Board | None:
     if board is None:
         board = state.boards[version] = Board(version, ns)
     state.touched_boards.add(version)
-    return board
-
-
-def _active(board: Board, actor: str, ns: int) -> None:
     if ns > board.last_active_ns:
         board.last_active_ns = ns
     if actor and ns >= board.actors.get(actor, ns):
         board.actors[actor] = ns
+    return board
 
 
 def _route(state: State, board: Board, route: str) -> RouteOnBoard:
     state.touched_routes.add((board.version, route))
-    on_board = board.routes.get(route)
-    if on_board is None:
+    try:
+        return board.routes[route]
+    except KeyError:
         on_board = board.routes[route] = RouteOnBoard()
-    return on_board
+        return on_board
 
 
 def _acting_for(state: State, actor: str, owner: str) -> None:
@@ -273,9 +273,7 @@ def _acting_for(state: State, actor: str, owner: str) -> None:
 
 
 def _on_activity(state: State, actor: str, ns: int) -> None:
-    board = _board(state, 0, ns)
-    if board is not None:
-        _active(board, actor, ns)
+    _board(state, 0, actor, ns)
 
 
 def _on_principal_registered(state: State, event, payload, actor: str, position: int, ns: int) -> None:
@@ -293,41 +291,36 @@ def _on_route_started(state: State, event, payload, actor: str, position: int, n
     if route and route not in state.routes:
         state.routes[route] = RouteInfo(payload.owner, payload.started_by, ns, position)
     _acting_for(state, payload.started_by, payload.owner)
-    board = _board(state, 0, ns)
-    if board is not None:
-        _active(board, actor, ns)
-        if route:
-            _route(state, board, route)
+    board = _board(state, 0, actor, ns)
+    if board is not None and route:
+        _route(state, board, route)
 
 
 def _on_commit_ingested(state: State, event, payload, actor: str, position: int, ns: int) -> None:
     _acting_for(state, actor, payload.owner)
-    board = _board(state, 0, ns)
-    if board is not None:
-        _active(board, actor, ns)
-        if payload.route:
-            _route(state, board, payload.route)
+    board = _board(state, 0, actor, ns)
+    route = payload.route
+    if board is not None and route:
+        _route(state, board, route)
 
 
 def _on_rules_approved(state: State, event, payload, actor: str, position: int, ns: int) -> None:
     version = payload.benchmark_version
     if version <= 0:
         return _on_activity(state, actor, ns)
-    board = _board(state, version, ns)
+    board = _board(state, version, actor, ns)
     if version > state.in_force:
         state.in_force = version
     card, status = read_card(payload.rules_json, payload.rules_commit, ns)
     board.card = card
     if status in SET_STATUSES:
         board.status, board.status_reason = status, "set in the rules"
-    _active(board, actor, ns)
 
 
 def _on_metrics_reported(state: State, event, payload, actor: str, position: int, ns: int) -> None:
-    board = _board(state, payload.benchmark_version, ns)
+    board = _board(state, payload.benchmark_version, actor, ns)
     if board is None:
         return
-    _active(board, actor, ns)
     route = payload.route
     if not route:
         return
@@ -359,10 +352,9 @@ def _on_metrics_reported(state: State, event, payload, actor: str, position: int
 
 
 def _on_check_completed(state: State, event, payload, actor: str, position: int, ns: int) -> None:
-    board = _board(state, payload.benchmark_version, ns)
+    board = _board(state, payload.benchmark_version, actor, ns)
     if board is None:
         return
-    _active(board, actor, ns)
     route = payload.route
     if not route:
         return
@@ -372,10 +364,17 @@ def _on_check_completed(state: State, event, payload, actor: str, position: int,
     passed = payload.passed
     score = payload.score
     code = COUNTED
-    if not board.accepts(verifier_version):
+    card = board.card  # rules naming no verifier version accept any
+    if card is not None and card.verifier_versions and verifier_version not in card.verifier_versions:
         code = NOT_ACCEPTED
     elif passed and not _isfinite(score):
         code = NOT_FINITE
+    elif passed and not payload.verified:
+        code = NOT_VERIFIED
+        reason = "; ".join(payload.not_verified_because) or "the check passed but is not a verified score"
+        on_board.failed = _new(
+            Entry, (UNVERIFIED_CHECK, score, *_check_details(payload, reason, position, ns, verifier_version))
+        )
     elif passed:
         on_board.checks_passed += 1
         on_board.failed = None
@@ -399,19 +398,17 @@ def _check_details(payload, reason: str, position: int, ns: int, verifier_versio
 
 
 def _on_benchmark_status_changed(state: State, event, payload, actor: str, position: int, ns: int) -> None:
-    board = _board(state, payload.benchmark_version, ns)
+    board = _board(state, payload.benchmark_version, actor, ns)
     if board is None:
         return
-    _active(board, actor, ns)
     if payload.status in SET_STATUSES:
         board.status, board.status_reason = payload.status, payload.reason
 
 
 def _on_route_adopted(state: State, event, payload, actor: str, position: int, ns: int) -> None:
-    board = _board(state, payload.benchmark_version, ns)
+    board = _board(state, payload.benchmark_version, actor, ns)
     if board is None:
         return
-    _active(board, actor, ns)
     if not payload.route:
         return
     on_board = _route(state, board, payload.route)
@@ -490,6 +487,8 @@ def history_record(board: Board, code: int, event: events_pb2.Event) -> Record:
     note = ""
     if code == NOT_FINITE:
         note = "the score is not a finite number"
+    elif code == NOT_VERIFIED:
+        note = "passed, not verified: " + "; ".join(event.check_completed.not_verified_because)
     elif code == NOT_ACCEPTED:
         version = event.verifier_version
         judged_by = f"verifier version {version}" if version else "a check without a verifier version"

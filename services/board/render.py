@@ -70,11 +70,12 @@ def render_board(view: board_pb2.BoardView) -> str:
                 f"{e.score:.3f}",
                 e.source,
                 e.sha[:10],
+                e.runner,
                 "adopted" if e.adopted else "",
             ]
             for e in view.ranked
         ]
-        lines += _table(["#", "route", "owner", "score", "source", "sha", ""], rows, numeric={0, 3})
+        lines += _table(["#", "route", "owner", "score", "source", "sha", "runner", ""], rows, numeric={0, 3})
     else:
         lines.append("  no ranked scores yet")
     lines += ["", "Listed beside (unranked)"]

@@ -78,6 +78,7 @@ class RunOutcome:
     duration_s: float
     metrics_text: bytes | None  # the metrics file as written, None when there is none
     output_tail: str = ""  # the end of its stdout + stderr, for the log and for "could not run" reasons
+    metrics_error: str = ""  # why the metrics file could not be read (e.g. a symlink), when it was there
 
 
 @dataclass(frozen=True)
@@ -296,7 +297,9 @@ def judge(item: CheckItem, outcome: RunOutcome, *, host: str) -> Verdict:
     does not say otherwise; every other ending fails with a reason that says what happened."""
     completed = _base_completed(item, outcome.duration_s, host)
     metrics, metrics_problem = None, None
-    if outcome.metrics_text is None:
+    if outcome.metrics_error:
+        metrics_problem = f"malformed metrics file {item.metrics_file}: {outcome.metrics_error}"
+    elif outcome.metrics_text is None:
         metrics_problem = f"the check wrote no metrics file ({item.metrics_file})"
     else:
         try:
@@ -329,7 +332,8 @@ def judge(item: CheckItem, outcome: RunOutcome, *, host: str) -> Verdict:
         how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit status {code}"
         return failed(CRASHED, f"the check script failed ({how})", _last_line(outcome.output_tail))
     if metrics is None:
-        return failed(NO_METRICS if outcome.metrics_text is None else MALFORMED_METRICS, metrics_problem)
+        absent = outcome.metrics_text is None and not outcome.metrics_error
+        return failed(NO_METRICS if absent else MALFORMED_METRICS, metrics_problem)
     if code == EXIT_BROKEN:
         return failed(GUARDRAIL, *(metrics.reasons or ("the check script exited 1 (a guardrail broken)",)))
     if metrics.passed is False:

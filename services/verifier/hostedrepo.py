@@ -76,6 +76,9 @@ class HostedRepoReader:
 
 
 def _extract(archive: bytes, dest: Path) -> None:
-    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:") as tar:
-        # The "data" filter refuses absolute paths, paths leaving dest and links pointing outside it.
-        tar.extractall(dest, filter="data")
+    try:
+        with tarfile.open(fileobj=io.BytesIO(archive), mode="r:") as tar:
+            # The "data" filter refuses absolute paths, paths leaving dest and links pointing outside it.
+            tar.extractall(dest, filter="data")
+    except (tarfile.TarError, OSError) as err:
+        raise RepoError(f"cannot unpack the working copy: {err}") from err

@@ -15,13 +15,12 @@ Where unshare is unavailable the run goes ahead without namespaces and says so l
 
 import asyncio
 import contextlib
-import ctypes
 import os
-import resource
 import shutil
 import signal
 import stat
 import subprocess
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,9 +37,6 @@ OUTPUT_TAIL_BYTES = 8000
 MAX_FILE_BYTES = 4 * 1024**3
 MAX_OPEN_FILES = 4096
 
-PR_SET_PDEATHSIG = 1
-_LIBC = ctypes.CDLL(None, use_errno=True)
-
 NOT_ISOLATED = metrics.counter(
     "kb_verifier_sandbox_not_isolated_total", "Check runs without network/mount isolation (unshare unavailable)."
 )
@@ -49,13 +45,19 @@ log = get_logger()
 
 
 def isolation_available() -> bool:
-    """Whether this machine lets us create the sandbox's namespaces (needs root or user namespaces)."""
+    """Whether the whole sandbox works here: namespaces (root or user namespaces), the mounts of sandbox_setup.sh
+    and the capability drop, tried once on an empty box."""
     if shutil.which("unshare") is None or shutil.which("setpriv") is None:
         return False
+    box = Path(tempfile.mkdtemp(prefix="kb-sandbox-probe-"))
     try:
-        done = subprocess.run([*UNSHARE, "true"], capture_output=True, timeout=10)
+        (box / "work").mkdir()
+        command = [*UNSHARE, "bash", str(SETUP_SCRIPT), str(box), INNER_ROOT, "--", "true"]
+        done = subprocess.run(command, capture_output=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
         return False
+    finally:
+        shutil.rmtree(box, ignore_errors=True)
     return done.returncode == 0
 
 
@@ -80,32 +82,40 @@ class Box:
         return "/".join([self.inner, *parts])
 
 
-def _limits(cpu_seconds: int):
-    def apply() -> None:
-        # Dies with the worker: a verifier killed mid-check leaves no check running (unshare --kill-child takes
-        # the namespace down with it).
-        _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (MAX_FILE_BYTES, MAX_FILE_BYTES))
-        resource.setrlimit(resource.RLIMIT_NOFILE, (MAX_OPEN_FILES, MAX_OPEN_FILES))
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds))
+def _guarded(command: Sequence[str], cpu_seconds: int) -> list[str]:
+    """The command under rlimits (no core files, bounded file sizes and descriptors, CPU time as a backstop) and with
+    SIGKILL as its parent-death signal: a verifier killed mid-check takes its check down with it (unshare
+    --kill-child then takes the namespace). Done by util-linux tools rather than a preexec_fn: Python code between
+    fork and exec is unsafe in a process with threads (gRPC's), and crashed the child here now and then."""
+    return [
+        "setpriv",
+        "--pdeathsig",
+        "KILL",
+        "--",
+        "prlimit",
+        "--core=0",
+        f"--fsize={MAX_FILE_BYTES}",
+        f"--nofile={MAX_OPEN_FILES}",
+        f"--cpu={cpu_seconds}",
+        "--",
+        *command,
+    ]
 
-    return apply
 
-
-def _read_regular(path: Path, limit: int) -> bytes | None:
-    """The file's bytes (at most limit + 1), or None when it is absent; never follows a symlink out of the box."""
+def _read_metrics(path: Path, limit: int) -> tuple[bytes | None, str]:
+    """(the file's bytes, at most limit + 1; or None when absent) and why it could not be read; never follows a
+    symlink out of the box."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except (FileNotFoundError, NotADirectoryError):
-        return None
-    except OSError:  # a symlink (ELOOP) or worse: not a file the check wrote honestly
-        return b"\0not a regular file"
+        return None, ""
+    except OSError as err:  # ELOOP: a symlink
+        return None, f"cannot open it ({err.strerror}): a check writes a plain file"
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return b"\0not a regular file"
+            return None, "not a regular file"
         with os.fdopen(fd, "rb", closefd=False) as handle:
-            return handle.read(limit + 1)
+            return handle.read(limit + 1), ""
     finally:
         os.close(fd)
 
@@ -175,14 +185,13 @@ class Sandbox:
         timed_out = False
         with open(output, "wb") as sink:
             proc = await asyncio.create_subprocess_exec(
-                *command,
+                *_guarded(command, time_limit_s * self.config.cpu_count + 60),
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=sink,
                 stderr=subprocess.STDOUT,
                 cwd=box.work,
                 env=dict(env),
                 start_new_session=True,  # its own process group, killed as one
-                preexec_fn=_limits(time_limit_s * self.config.cpu_count + 60),
             )
             try:
                 await asyncio.wait_for(proc.wait(), timeout=time_limit_s)
@@ -197,10 +206,12 @@ class Sandbox:
             finally:
                 _kill_group(proc.pid)  # whatever it left behind in its group
         duration = time.monotonic() - started
+        metrics_text, metrics_error = _read_metrics(box.path / "out" / metrics_file, MAX_METRICS_BYTES)
         return RunOutcome(
             exit_code=None if timed_out else proc.returncode,
             timed_out=timed_out,
             duration_s=duration,
-            metrics_text=_read_regular(box.path / "out" / metrics_file, MAX_METRICS_BYTES),
+            metrics_text=metrics_text,
             output_tail=_tail(output),
+            metrics_error=metrics_error,
         )

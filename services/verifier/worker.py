@@ -142,6 +142,9 @@ class Worker:
             except TRANSIENT as err:
                 log.warning("verifier worker: database unavailable", worker=self.name, error=repr(err))
                 worked = False
+            except Exception:  # a bug must not stop the worker: the check's lease runs out, it is retried, then failed
+                log.exception("verifier worker: a check failed unexpectedly", worker=self.name)
+                worked = False
             if not worked:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stopping.wait(), self.config.poll_s)

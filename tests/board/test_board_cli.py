@@ -71,7 +71,7 @@ async def test_kb_board_watch_prints_the_board_again_when_it_changes(served):
         changed = first
         while not changed["ranked"] or changed["ranked"][0]["route"] != "slow":
             changed = json.loads(await asyncio.wait_for(process.stdout.readline(), 30))
-            assert changed["log_position"] > first["log_position"]
+            assert int(changed["log_position"]) > int(first["log_position"])
     finally:
         process.terminate()
         await process.wait()

@@ -35,7 +35,7 @@ def test_the_board_reads_header_card_ranked_then_listed_beside():
     assert "timing.statistic median" in text
     ranked = text[text.index("Ranked") : text.index("Listed beside")].splitlines()
     assert ranked[3].split() == ["1", "tiled", "3.100", "reported", "by", "maintainer", "sha-tiled"]
-    assert ranked[4].split() == ["2", "fast", "alice", "2.345", "verified", "sha-fast", "adopted"]
+    assert ranked[4].split() == ["2", "fast", "alice", "2.345", "verified", "sha-fast", "NVIDIA", "H200", "adopted"]
     beside = text[text.index("Listed beside") :]
     assert "reported by bob" in beside and "failed check" in beside and "matmul: atol broken" in beside
 

@@ -1,5 +1,7 @@
 """The board's projector and store on the real PostgreSQL log: catch-up, restarts, redeliveries, rollbacks, rebuild."""
 
+import asyncio
+
 import pytest
 from kernelboard.v1 import events_pb2
 
@@ -124,3 +126,19 @@ async def test_route_history_is_read_back_from_the_log(fresh_log):
     ]
     assert [(e.rank, e.source, e.score) for e in first.entries] == [(2, "verified", 2.5)]
     assert second.version == 2 and [h.check_id for h in second.history] == ["4"]
+
+
+async def test_a_rebuild_completes_while_the_consumer_holds_a_transaction_open(fresh_log):
+    """The consumer's open transaction holds the board's rows; a rebuild must neither wait for it nor be lost."""
+    projector = Projector(fresh_log)
+    await projector.start()
+    first, second = await append_all(fresh_log, scenario()[:2])
+    async with fresh_log.pool.acquire() as conn, conn.transaction():
+        await projector.handle(conn, first)  # rows written, transaction still open
+        reply = await asyncio.wait_for(projector.rebuild(), 30)
+        assert reply.log_position == second.global_position  # the rebuild saw the committed log, ahead of the consumer
+        await projector.handle(conn, first)  # a redelivery: folded already
+        await projector.handle(conn, second)
+    rebuilt = projection.fold(await read_everything(fresh_log))
+    assert canonical(projector.state) == canonical(rebuilt)
+    assert canonical(await stored_state(fresh_log)) == canonical(rebuilt)

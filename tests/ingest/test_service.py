@@ -15,6 +15,7 @@ from services.common.eventlog import payload_of
 from services.ingest import store
 from services.ingest.app import Ingest
 from services.ingest.gitrepo import HostedRepo
+from services.ingest.seed import PROJECT, seed
 from tests.ingest.gitwork import WorkClone
 
 FETCH = ingest_pb2.FetchRequest
@@ -70,10 +71,16 @@ async def test_seeded_main_tag_and_triton_route(stack):
     assert json.loads(approved[0].rules_json)["maintainers"] == ["curator"]
     started = [payload_of(e) for e in await stack.events("RouteStarted") if payload_of(e).route == "triton"]
     assert started[0].owner == "curator"
+    kernels = sorted(p.name for p in (PROJECT / "kernels" / "triton").glob("*.py") if p.name != "__init__.py")
+    head = refs["refs/heads/routes/triton"]
+    for name in kernels:
+        expected = (PROJECT / "kernels" / "triton" / name).read_bytes()
+        assert await stack.ingest.repo.read_file(head, f"routes/triton/{name}") == expected
+    if kernels:
+        seeded = [payload_of(e) for e in await stack.events("CommitIngested") if payload_of(e).route == "triton"]
+        assert [c.sha for c in seeded] == [head]
     assert oct(os.stat(stack.home / "curator.token").st_mode & 0o777) == "0o600"
     position = await stack.log.head_position()
-    from services.ingest.seed import seed
-
     again = await seed(stack.ingest, stack.home)
     assert again.created == [] and await stack.log.head_position() == position
 

@@ -109,6 +109,11 @@ def test_a_broken_guardrail_fails_with_the_harness_reasons():
         (outcome(2, None, tail="x\nbad rules\n"), domain.COULD_NOT_RUN, "could not run: bad rules"),
         (outcome(0, None), domain.NO_METRICS, "wrote no metrics file"),
         (outcome(0, b"{not json"), domain.MALFORMED_METRICS, "not valid JSON"),
+        (
+            RunOutcome(0, False, 1.0, None, metrics_error="not a regular file"),
+            domain.MALFORMED_METRICS,
+            "metrics.json: not a regular file",
+        ),
         (outcome(0, {"score": 1, "cost": 0}), domain.MALFORMED_METRICS, "subtasks: required field missing"),
         (outcome(0, {**VALID, "score": "fast"}), domain.MALFORMED_METRICS, "score: must be a number"),
         (outcome(0, {**VALID, "score": -1}), domain.MALFORMED_METRICS, "score: must be a finite number >= 0"),

@@ -168,3 +168,18 @@ async def test_a_worker_stopped_mid_check_hands_it_back(log, settings, queue, re
         await asyncio.wait_for(task, 10)
     [row] = await queue.search()
     assert (row.state, row.claimed_by, row.attempts) == ("queued", None, 0)
+
+
+async def test_a_check_whose_worker_keeps_dying_is_failed_as_abandoned(log, settings, repo):
+    queue = CheckQueue(log, lease_s=0.1)
+    rules_commit = await approve_rules(log, repo, rules_with_checks(QUICK))
+    await push_route(log, repo, route_name(), {"new_gelu.py": ""}, rules_commit)
+    await consumer(log, settings, queue).catch_up()
+    for dying in ("w1", "w2", "w3"):  # each claims it, then dies (never renews, never completes)
+        assert await queue.claim(dying) is not None
+        await asyncio.sleep(0.15)
+    worker = Worker(queue, worker_config(settings), CPU_SLOT, name="w4")
+    assert await worker.run_once()
+    [row] = await queue.search()
+    assert (row.state, row.attempts) == ("failed", 4)
+    assert list(row.result.reasons) == ["abandoned: the check's worker died 3 times before it finished"]

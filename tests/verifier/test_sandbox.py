@@ -177,3 +177,14 @@ async def test_a_commit_missing_from_the_hosted_repository_could_not_run(log, se
     row = await run_one(log, settings, queue)
     assert row.state == "failed"
     assert row.result.reasons[0].startswith("could not run: git archive 999999999999 failed")
+
+
+async def test_a_metrics_file_that_is_a_symlink_is_not_followed(log, settings, queue, repo):
+    secret = settings.home / "secret.json"
+    secret.write_text('{"score": 99, "cost": 0, "subtasks": [], "passed": true}')
+    script = f'#!/usr/bin/env bash\nln -s "{secret}" "$2"\nexit 0\n'
+    rules_commit = await approve_rules(log, repo, rules_with_checks(check("link")), extra={"checks/link.sh": script})
+    await push_route(log, repo, route_name(), {"new_gelu.py": ""}, rules_commit)
+    row = await run_one(log, settings, queue)
+    assert row.state == "failed" and row.result.score == 0
+    assert "a check writes a plain file" in row.result.reasons[0]
