@@ -190,13 +190,18 @@ def fetch_job(args) -> int:
 
     ref = f"refs/jobs/{args.job_id}"
     root = _git("rev-parse", "--show-toplevel")
+    # What this clone has already: the bundle then carries only the result commit and its new files.
+    have = _git("-C", root, "for-each-ref", "--format=%(objectname)", "refs/heads", "refs/remotes", "refs/jobs").split()
     try:
         reply = ingest_pb2_grpc.IngestStub(client.channel("ingest")).Fetch(
-            ingest_pb2.FetchRequest(refs=[ref]), metadata=client.metadata(), timeout=120
+            ingest_pb2.FetchRequest(refs=[ref], have=sorted(set(have))), metadata=client.metadata(), timeout=120
         )
     except grpc.RpcError as err:
         print(f"kb job: {err.code().name}: {err.details()}", file=sys.stderr)
         return 1
+    if not reply.bundle:
+        print(f"{ref} -> {_git('-C', root, 'rev-parse', ref)} (already here)")
+        return 0
     with tempfile.NamedTemporaryFile(suffix=".bundle") as bundle:
         bundle.write(reply.bundle)
         bundle.flush()

@@ -1,8 +1,9 @@
 """The scheduler's application layer: submit, release, cancel and follow jobs; every step an event on job:<id>.
 
-It holds the jobs' views folded from the log (the scheduler is the only writer of job streams) and drives the
-adapters: the hosted repository (git), Slurm, and ingest for result commits. Appends carry the stream's expected
-version, so a job can never be reported finished twice, even by a scheduler restarted mid-poll.
+It holds the jobs' views folded from the log and drives the adapters: the hosted repository (git), Slurm, and
+ingest for result commits. Job streams have two writers (the scheduler, and ingest with the CommitIngested of a result
+commit), so every append carries the stream's expected version and is decided again from the log after a conflict: a
+job can never be reported finished twice, even by two schedulers or one restarted mid-poll.
 """
 
 import asyncio
@@ -233,8 +234,9 @@ class JobService:
             SBATCH_SECONDS.observe(time.perf_counter() - started)
         except (SlurmError, GitError) as err:
             shutil.rmtree(work_dir, ignore_errors=True)
-            refused = isinstance(err, SlurmError) and err.refused
-            raise Refused("INVALID_ARGUMENT" if refused else "UNAVAILABLE", f"sbatch refused the job: {err}") from None
+            if isinstance(err, SlurmError) and err.refused:
+                raise Refused("INVALID_ARGUMENT", f"{script_path}: sbatch refused the job: {err}") from None
+            raise Refused("UNAVAILABLE", f"could not prepare or submit the job: {err}") from None
 
         with bind_ids(job_id=job_id, route=route, sha=sha):
             submitted = events_pb2.JobSubmitted(

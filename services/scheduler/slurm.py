@@ -18,6 +18,16 @@ class SlurmError(Exception):
 _JOB_ENV_KEEP = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "USER", "LOGNAME", "SHELL")
 
 
+# sbatch says "submission failed" both for a request it turns down and when the controller is unreachable.
+_UNREACHABLE = ("Unable to contact", "connect failure", "Socket timed out", "Connection refused", "Zero Bytes")
+_REFUSED = ("submission failed", "Invalid", "denied")
+
+
+def is_refusal(message: str) -> bool:
+    """Whether Slurm turned the request down (the caller's fault), as opposed to not answering."""
+    return not any(marker in message for marker in _UNREACHABLE) and any(marker in message for marker in _REFUSED)
+
+
 class Slurm:
     def __init__(self, slurm_conf: str | None, *, timeout_s: float = 20.0):
         self.env = {key: os.environ[key] for key in _JOB_ENV_KEEP if key in os.environ}
@@ -41,8 +51,7 @@ class Slurm:
             raise SlurmError(f"{args[0]}: no answer within {self.timeout_s:.0f} s") from None
         if process.returncode != 0:
             message = stderr.decode(errors="replace").strip() or f"exit status {process.returncode}"
-            refused = "submission failed" in message or "Invalid" in message or "denied" in message
-            raise SlurmError(f"{args[0]}: {message}", refused=refused)
+            raise SlurmError(f"{args[0]}: {message}", refused=is_refusal(message))
         return stdout.decode(errors="replace")
 
     async def submit(self, script: str, work_dir: str, *, job_name: str, hold: bool) -> str:

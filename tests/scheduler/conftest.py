@@ -11,17 +11,16 @@ import socket
 import subprocess
 import sys
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import asyncpg
 import grpc
 import pytest
 from kernelboard.v1 import events_pb2, ingest_pb2, ingest_pb2_grpc, scheduler_pb2, scheduler_pb2_grpc
 
+from tests.scheduler.databases import create_database, drop_database
+
 ROOT = Path(__file__).resolve().parents[2]
-PG_ADMIN = os.environ.get("KB_TEST_PG_ADMIN", "postgresql://root@127.0.0.1:5432/postgres")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -160,24 +159,6 @@ class Stack:
         return await self.log.read_stream(f"job:{job_id}")
 
 
-async def create_database() -> tuple[str, str]:
-    name = f"kb_test_scheduler_{uuid.uuid4().hex[:10]}"
-    conn = await asyncpg.connect(PG_ADMIN)
-    try:
-        await conn.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await conn.close()
-    return name, PG_ADMIN.rsplit("/", 1)[0] + "/" + name
-
-
-async def drop_database(name: str) -> None:
-    conn = await asyncpg.connect(PG_ADMIN)
-    try:
-        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await conn.close()
-
-
 CAST = [
     ("alice", events_pb2.PRINCIPAL_KIND_PERSON, "alice", events_pb2.ROLE_MEMBER),
     ("alice/agent-1", events_pb2.PRINCIPAL_KIND_AGENT, "alice", events_pb2.ROLE_UNSPECIFIED),
@@ -189,14 +170,14 @@ ROUTES = {"fast": "alice", "outside": "mallory"}
 
 @pytest.fixture(scope="module")
 async def stack(slurm_conf, tmp_path_factory):
-    from services.common.eventlog import EventLog
-    from services.common.grpcserver import start_server
     from services.ingest.api import add_to_server
     from services.ingest.app import Ingest
     from services.ingest.gitrepo import HostedRepo
     from services.ingest.seed import seed
 
     from services.common import auth
+    from services.common.eventlog import EventLog
+    from services.common.grpcserver import start_server
 
     home = tmp_path_factory.mktemp("kb_home")
     db_name, database_url = await create_database()

@@ -193,3 +193,14 @@ def test_a_finished_job_takes_no_more_events():
 
 def test_backoff_doubles_to_a_cap():
     assert [domain.poll_delay(n) for n in range(7)] == [1, 2, 4, 8, 16, 30, 30]
+
+
+def test_slurm_refusals_are_told_from_an_unreachable_cluster():
+    from services.scheduler.slurm import is_refusal
+
+    assert is_refusal("sbatch: error: Batch job submission failed: More processors requested than permitted")
+    assert is_refusal("scontrol: error: Access/permission denied for job 12")
+    assert not is_refusal(
+        "sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)"
+    )
+    assert not is_refusal("sacct: error: Problem talking to the database: Unable to connect to database")

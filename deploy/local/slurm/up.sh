@@ -85,23 +85,28 @@ mysql_root() {
 }
 
 start_mariadb() {
-  if timeout 3 bash -c "</dev/tcp/127.0.0.1/$DB_PORT" 2>/dev/null; then
+  # mariadbd runs as user mysql: its data, socket, pid file and log live in folders that user owns.
+  local datadir="$STATE/mariadb" own="$STATE/mariadb-run"
+  if alive "$own/mariadb.pid"; then
+    OWN_DB_SOCKET="$own/mariadb.sock"
+    say "MariaDB (ours, port $DB_PORT) already running"
+  elif port_busy "$DB_PORT"; then
     say "reusing the MariaDB listening on 127.0.0.1:$DB_PORT"
   else
-    local datadir="$STATE/mariadb"
-    OWN_DB_SOCKET="$STATE/run/mariadb.sock"
+    OWN_DB_SOCKET="$own/mariadb.sock"
+    install -d -o mysql -g mysql "$own"
     if [[ ! -d "$datadir/mysql" ]]; then
       install -d -o mysql -g mysql "$datadir"
       timeout 120 mariadb-install-db --user=mysql --datadir="$datadir" --auth-root-authentication-method=socket \
         >"$STATE/log/mariadb-install.log" 2>&1 || die "mariadb-install-db failed; see $STATE/log/mariadb-install.log"
     fi
-    if ! alive "$STATE/run/mariadb.pid"; then
+    if ! alive "$own/mariadb.pid"; then
       nohup mariadbd --user=mysql --datadir="$datadir" --port="$DB_PORT" --bind-address=127.0.0.1 \
-        --socket="$OWN_DB_SOCKET" --pid-file="$STATE/run/mariadb.pid" --log-error="$STATE/log/mariadb.log" \
+        --socket="$OWN_DB_SOCKET" --pid-file="$own/mariadb.pid" --log-error="$own/mariadb.log" \
         >/dev/null 2>&1 &
       mark_started mariadb
     fi
-    wait_for 60 mariadb mysql_root -e 'select 1' || die "MariaDB did not answer within 60 s; see $STATE/log/mariadb.log"
+    wait_for 60 mariadb mysql_root -e 'select 1' || die "MariaDB did not answer within 60 s; see $own/mariadb.log"
   fi
   # One accounting database per cluster state: a fresh state restarts job ids at 1, and old records under the same
   # ids would show up in sacct.
