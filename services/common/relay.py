@@ -22,7 +22,7 @@ from services.common.eventlog import EventLog
 from services.common.logs import configure_logging, get_logger
 
 NOTIFY_CHANNEL = "kb_events_appended"
-# What a lost connection to NATS or PostgreSQL looks like; anything else is a bug and ends run().
+# What a lost connection to NATS or PostgreSQL looks like (a warning); anything else is logged with its trace.
 TRANSIENT_ERRORS = (
     OSError,
     TimeoutError,
