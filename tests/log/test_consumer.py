@@ -73,18 +73,23 @@ async def test_catch_up_from_the_log_alone_applies_each_event_once(log, settings
 
 
 async def test_a_running_consumer_follows_the_relay(log, settings, effects):
-    name = consumer_name()
+    name, typed_name = consumer_name(), consumer_name()
     consumer = Consumer(name, log, settings, recording_handler(name), fetch_timeout_s=30)
+    typed = Consumer(typed_name, log, settings, recording_handler(typed_name), {"RouteStarted"}, fetch_timeout_s=30)
     relay = Relay(log, settings, batch_size=20, poll_interval_s=30)
     start = await log.head_position()
-    async with running(consumer, relay):
+    async with running(consumer, typed, relay):
         await asyncio.wait_for(consumer.ready.wait(), 10)
-        for _ in range(5):
+        await asyncio.wait_for(typed.ready.wait(), 10)
+        for i in range(5):
             await append_jobs(log, 37, batch=37)
+            await log.append(f"route:follow-{i}", 0, [NewEvent(pb.RouteStarted(route=f"follow-{i}"), actor="a")])
         head = await log.head_position()
         await wait_for(lambda: checkpoint_reached(consumer, head), 20, "the consumer to apply the new events")
+        await wait_for(lambda: checkpoint_reached(typed, head), 20, "the typed consumer to pass the new events")
     assert await applied(log, name) == await positions(log)
     assert await applied(log, name) == list(range(1, head + 1))
+    assert await applied(log, typed_name) == await positions(log, types={"RouteStarted"})
     assert start < head
 
 
@@ -128,24 +133,29 @@ async def test_a_crash_between_commit_and_ack_changes_nothing_on_redelivery(log,
         assert committed > before
         assert await applied(log, name) == list(range(1, committed + 1))
 
-        deliveries = {}
-
-        class Recording(Consumer):
-            async def _ack(self, messages):
-                for m in messages:
-                    deliveries[pb.Event.FromString(m.data).global_position] = m.metadata.num_delivered
-                await super()._ack(messages)
-
-        restarted = Recording(name, log, settings, recording_handler(name), ack_wait_s=1)
+        restarted = DeliveryRecorder(name, log, settings, recording_handler(name), ack_wait_s=1)
         async with running(restarted):
-            await wait_for(lambda: redelivered(deliveries, before + 1, committed), 20, "the unacked batch again")
+            await wait_for(lambda: redelivered(restarted, before + 1, committed), 20, "the unacked batch again")
             head = await log.head_position()
             await wait_for(lambda: checkpoint_reached(restarted, head), 20, "the rest")
     assert await applied(log, name) == await positions(log), "a redelivery applied an event again"
 
 
-async def redelivered(deliveries: dict, first: int, last: int) -> bool:
-    return all(deliveries.get(p, 0) >= 2 for p in range(first, last + 1))
+class DeliveryRecorder(Consumer):
+    """A consumer that notes, per position, how many times JetStream has delivered the message it acks."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.deliveries: dict[int, int] = {}
+
+    async def _ack(self, messages):
+        for m in messages:
+            self.deliveries[pb.Event.FromString(m.data).global_position] = m.metadata.num_delivered
+        await super()._ack(messages)
+
+
+async def redelivered(consumer: DeliveryRecorder, first: int, last: int) -> bool:
+    return all(consumer.deliveries.get(p, 0) >= 2 for p in range(first, last + 1))
 
 
 async def test_a_crash_before_commit_leaves_no_effect_and_the_event_is_applied_once_later(log, settings, effects):
@@ -171,10 +181,13 @@ async def test_a_crash_before_commit_leaves_no_effect_and_the_event_is_applied_o
         assert await applied(log, name) == list(range(1, checkpoint + 1))
         assert crashing.checkpoint == checkpoint
 
-        restarted = Consumer(name, log, settings, recording_handler(name), ack_wait_s=1)
+        # The restart applies the three (its catch-up from the log, or their redelivery, whichever comes first);
+        # the unacked message that was in flight at the crash comes back and changes nothing.
+        restarted = DeliveryRecorder(name, log, settings, recording_handler(name), ack_wait_s=1)
         async with running(restarted):
             head = await log.head_position()
             await wait_for(lambda: checkpoint_reached(restarted, head), 20, "the restarted consumer")
+            await wait_for(lambda: redelivered(restarted, checkpoint + 1, checkpoint + 1), 20, "the redelivery")
     assert await applied(log, name) == await positions(log)
 
 
