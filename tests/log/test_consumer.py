@@ -1,7 +1,6 @@
 """The consumer helper against the real PostgreSQL and NATS JetStream, with the real relay in between."""
 
 import asyncio
-import contextlib
 import secrets
 
 import pytest
@@ -10,7 +9,7 @@ from kernelboard.v1 import events_pb2 as pb
 from services.common.consumer import CONSUMER_DEAD_LETTERED, Consumer
 from services.common.eventlog import EventLog, NewEvent
 from services.common.relay import Relay
-from tests.log.helpers import Crash, append_jobs, wait_for
+from tests.log.helpers import Crash, append_jobs, running, wait_for
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -39,20 +38,6 @@ async def positions(log: EventLog, from_position: int = 0, types=None) -> list[i
 
 def consumer_name() -> str:
     return f"test-{secrets.token_hex(4)}"
-
-
-@contextlib.asynccontextmanager
-async def running(*workers):
-    """Runs relays/consumers as tasks; stops them and surfaces their errors on the way out."""
-    tasks = [asyncio.create_task(w.run()) for w in workers]
-    try:
-        yield tasks
-    finally:
-        for w in workers:
-            await w.stop()
-        for task in tasks:
-            if not task.done():
-                await asyncio.wait_for(task, 15)
 
 
 async def test_catch_up_from_the_log_alone_applies_each_event_once(log, settings, effects):
