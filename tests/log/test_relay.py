@@ -148,7 +148,7 @@ async def test_a_relay_process_killed_mid_stream_resumes_and_each_event_reaches_
     async with running(consumer):
         await asyncio.wait_for(consumer.ready.wait(), 10)
         start = await log.head_position()
-        await append_jobs(log, 5000, batch=1000)
+        await append_jobs(log, 3000, batch=1000)
         head = await log.head_position()
         relay = start_relay_process(settings)
         try:
