@@ -70,7 +70,9 @@ class Consumer:
         fetch_timeout_s: float = 2.0,
     ):
         """name: also the durable JetStream consumer's name (letters, digits, - and _).
-        types: the event types the handler wants (None: all); the checkpoint still passes every event."""
+        types: the event types the handler wants (None: all); the checkpoint still passes every event.
+        batch_size: events per transaction. A handler that appends to the log holds the log's append lock until its
+        batch commits, so such a consumer should keep its batches small."""
         self.name = name
         self.log = log
         self.settings = settings
