@@ -5,6 +5,7 @@ import secrets
 
 import pytest
 from kernelboard.v1 import events_pb2 as pb
+from prometheus_client import REGISTRY
 
 from services.common.consumer import CONSUMER_DEAD_LETTERED, Consumer
 from services.common.eventlog import EventLog, NewEvent
@@ -76,6 +77,16 @@ async def test_a_running_consumer_follows_the_relay(log, settings, effects):
     assert await applied(log, name) == list(range(1, head + 1))
     assert await applied(log, typed_name) == await positions(log, types={"RouteStarted"})
     assert start < head
+    # What operators watch: nothing left behind, everything counted.
+    assert sample("kb_consumer_lag_events", consumer=name) == 0
+    assert sample("kb_consumer_processed_total", consumer=name) == head
+    assert sample("kb_consumer_processed_total", consumer=typed_name) == len(await applied(log, typed_name))
+    assert sample("kb_relay_lag_events", stream=settings.events_stream) == 0
+    assert sample("kb_relay_published_total", stream=settings.events_stream) == head
+
+
+def sample(name: str, **labels) -> float | None:
+    return REGISTRY.get_sample_value(name, labels)
 
 
 async def checkpoint_reached(consumer: Consumer, position: int) -> bool:
