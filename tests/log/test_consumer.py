@@ -1,6 +1,7 @@
 """The consumer helper against the real PostgreSQL and NATS JetStream, with the real relay in between."""
 
 import asyncio
+import collections
 import secrets
 
 import pytest
@@ -249,3 +250,27 @@ async def test_relay_and_consumer_recover_when_postgresql_drops_their_connection
         head = await log.head_position()
         await wait_for(lambda: checkpoint_reached(consumer, head), 30, "the consumer after the disconnections")
     assert await applied(log, name) == await positions(log)
+
+
+async def test_a_failing_handler_in_a_batch_leaves_the_others_applied_once(log, settings, effects):
+    """The batch's savepoint is rolled back and replayed event by event; one attempt allowed here."""
+    name = consumer_name()
+    calls = collections.Counter()
+
+    async def handler(conn, event):
+        calls[event.global_position] += 1
+        await recording_handler(name)(conn, event)
+        if event.job_state_changed.job_id == "bad":
+            raise RuntimeError("bad job")
+
+    consumer = Consumer(name, log, settings, handler, {"JobStateChanged"}, max_attempts=1, batch_size=1000)
+    await consumer.catch_up()
+    start = consumer.checkpoint
+    events = [NewEvent(pb.JobStateChanged(job_id=j, state="RUNNING"), actor="s") for j in ("a", "bad", "c")]
+    a, bad, c = await log.append("job:batch", None, events)
+    assert await consumer.catch_up() == c.global_position  # the dead letter comes after
+    assert calls[bad.global_position] == 1, "max_attempts=1: the batch's call was the one attempt"
+    assert calls[a.global_position] == 2 and calls[c.global_position] == 1  # a ran again after the rollback
+    assert [p for p in await applied(log, name) if p > start] == [a.global_position, c.global_position]
+    [letter] = await log.read_stream(f"deadletter:{name}")
+    assert letter.event_dead_lettered.event_id == bad.event_id and letter.event_dead_lettered.attempts == 1
