@@ -131,7 +131,7 @@ async def relay_run(log: EventLog, clock: Clock, settings: Settings, events: int
 
 
 async def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.log.run", description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=50_000, help="events per batched-append run")
     parser.add_argument("--single", type=int, default=1_000, help="events per single-event-append run")
     parser.add_argument("--relay-events", type=int, default=20_000, help="events per relay run")

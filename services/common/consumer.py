@@ -70,7 +70,9 @@ class Consumer:
         fetch_timeout_s: float = 2.0,
     ):
         """name: also the durable JetStream consumer's name (letters, digits, - and _).
-        types: the event types the handler wants (None: all); the checkpoint still passes every event."""
+        types: the event types the handler wants (None: all); the checkpoint still passes every event.
+        batch_size: events per transaction. A handler that appends to the log holds the log's append lock until its
+        batch commits, so such a consumer should keep its batches small."""
         self.name = name
         self.log = log
         self.settings = settings
@@ -196,40 +198,72 @@ class Consumer:
             await messages[-1].ack_sync()
 
     async def _apply(self, conn: asyncpg.Connection, events: Sequence[events_pb2.Event]) -> tuple[int, int]:
-        """Runs the handler on each wanted event inside the open transaction; returns (processed, dead-lettered)."""
+        """Runs the handler on each wanted event inside the open transaction; returns (processed, dead-lettered).
+
+        Fast path: the whole batch in one savepoint. When a handler fails, that savepoint is rolled back and the
+        batch is applied again one event at a time, each in its own savepoint with retries (the failed call counts
+        as the failing event's first attempt). Handlers before it thus run twice, their first effects rolled back:
+        as after a crash before commit, a handler's database effects apply once, its calls may repeat."""
+        wanted = [e for e in events if self.types is None or e.type in self.types]
+        if not wanted:
+            return 0, 0
+        failing = None
+        try:
+            async with conn.transaction():
+                for event in wanted:
+                    failing = event
+                    await self._call_handler(conn, event)
+            return len(wanted), 0
+        except CONNECTION_LOST:
+            raise  # not the events' fault: nothing commits, the batch comes again
+        except Exception as err:
+            if failing is None:
+                raise  # the savepoint itself failed: no handler to blame
+            self._log_failure(failing, 1, err)
+            batch_error = err
         processed = dead_lettered = 0
-        for event in events:
-            if self.types is not None and event.type not in self.types:
-                continue
-            error = await self._apply_one(conn, event)
+        for event in wanted:
+            if event is failing:
+                error = await self._apply_one(conn, event, attempts_done=1, last_error=batch_error)
+            else:
+                error = await self._apply_one(conn, event)
             if error is None:
                 processed += 1
             elif await self._dead_letter(conn, event, error):
                 dead_lettered += 1
         return processed, dead_lettered
 
-    async def _apply_one(self, conn: asyncpg.Connection, event: events_pb2.Event) -> Exception | None:
-        """Tries the handler up to max_attempts times, each in a savepoint; returns the last error, or None."""
-        for attempt in range(1, self.max_attempts + 1):
+    async def _apply_one(
+        self, conn: asyncpg.Connection, event: events_pb2.Event, attempts_done: int = 0, last_error=None
+    ) -> Exception | None:
+        """Tries the handler until max_attempts in all, each try in a savepoint; returns the last error, or None."""
+        for attempt in range(attempts_done + 1, self.max_attempts + 1):
+            if attempt > 1:
+                await asyncio.sleep(self.retry_backoff_s * 2 ** (attempt - 2))
             try:
-                with bind_ids(event_id=event.event_id):
-                    async with conn.transaction():
-                        await self.handler(conn, event)
+                async with conn.transaction():
+                    await self._call_handler(conn, event)
                 return None
             except CONNECTION_LOST:
-                raise  # not the event's fault: nothing commits, the batch comes again
+                raise
             except Exception as err:  # any handler failure is retried, then dead-lettered
-                log.warning(
-                    "consumer_handler_failed",
-                    consumer=self.name,
-                    event_id=event.event_id,
-                    position=event.global_position,
-                    attempt=attempt,
-                    error=repr(err),
-                )
-                if attempt == self.max_attempts:
-                    return err
-                await asyncio.sleep(self.retry_backoff_s * 2 ** (attempt - 1))
+                self._log_failure(event, attempt, err)
+                last_error = err
+        return last_error
+
+    async def _call_handler(self, conn: asyncpg.Connection, event: events_pb2.Event) -> None:
+        with bind_ids(event_id=event.event_id):
+            await self.handler(conn, event)
+
+    def _log_failure(self, event: events_pb2.Event, attempt: int, error: Exception) -> None:
+        log.warning(
+            "consumer_handler_failed",
+            consumer=self.name,
+            event_id=event.event_id,
+            position=event.global_position,
+            attempt=attempt,
+            error=repr(error),
+        )
 
     async def _dead_letter(self, conn: asyncpg.Connection, event: events_pb2.Event, error: Exception) -> bool:
         if event.stream == self._deadletter_stream:

@@ -128,6 +128,9 @@ class EventLog:
         expected_version: the stream's current version (0: the stream must not exist yet), None: don't check.
         conn: a connection inside the caller's transaction; the append then commits or rolls back with it (and holds
         the log's append lock until then, so append late in that transaction).
+        Raises ConcurrencyConflict (nothing written), or DuplicateEvent when a given event id is already in the log:
+        a writer that retries after an unknown outcome with the same ids gets DuplicateEvent if the first attempt
+        committed, and can take that as done.
         """
         if not stream:
             raise ValueError("an event needs a stream name")

@@ -22,7 +22,7 @@ from services.common.eventlog import EventLog
 from services.common.logs import configure_logging, get_logger
 
 NOTIFY_CHANNEL = "kb_events_appended"
-# What a lost connection to NATS or PostgreSQL looks like; anything else is a bug and ends run().
+# What a lost connection to NATS or PostgreSQL looks like (a warning); anything else is logged with its trace.
 TRANSIENT_ERRORS = (
     OSError,
     TimeoutError,
@@ -171,7 +171,9 @@ async def _close(conn: asyncpg.Connection) -> None:
 
 
 async def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description="Publish the kernelboard event log to JetStream.")
+    parser = argparse.ArgumentParser(
+        prog="python -m services.common.relay", description="Publish the kernelboard event log to JetStream."
+    )
     parser.add_argument("--batch-size", type=int, default=1000)
     parser.add_argument("--poll-interval", type=float, default=1.0, help="seconds between polls when no NOTIFY comes")
     parser.add_argument("--metrics-port", type=int, default=METRICS_PORT, help="Prometheus /metrics (0: none)")

@@ -1,6 +1,7 @@
 """Helpers shared by the log, relay and consumer tests."""
 
 import asyncio
+import contextlib
 import time
 
 from kernelboard.v1 import events_pb2 as pb
@@ -25,3 +26,16 @@ async def wait_for(condition, timeout: float, what: str):
             return result
         await asyncio.sleep(0.05)
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+@contextlib.asynccontextmanager
+async def running(*workers):
+    """Runs relays/consumers as tasks; stops them and surfaces their errors on the way out."""
+    tasks = [asyncio.create_task(w.run()) for w in workers]
+    try:
+        yield tasks
+    finally:
+        for w in workers:
+            await w.stop()
+        for task in tasks:
+            await asyncio.wait_for(task, 15)  # a worker that died re-raises its error here

@@ -1,16 +1,17 @@
 """The consumer helper against the real PostgreSQL and NATS JetStream, with the real relay in between."""
 
 import asyncio
-import contextlib
+import collections
 import secrets
 
 import pytest
 from kernelboard.v1 import events_pb2 as pb
+from prometheus_client import REGISTRY
 
 from services.common.consumer import CONSUMER_DEAD_LETTERED, Consumer
 from services.common.eventlog import EventLog, NewEvent
 from services.common.relay import Relay
-from tests.log.helpers import Crash, append_jobs, wait_for
+from tests.log.helpers import Crash, append_jobs, running, wait_for
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -41,20 +42,6 @@ def consumer_name() -> str:
     return f"test-{secrets.token_hex(4)}"
 
 
-@contextlib.asynccontextmanager
-async def running(*workers):
-    """Runs relays/consumers as tasks; stops them and surfaces their errors on the way out."""
-    tasks = [asyncio.create_task(w.run()) for w in workers]
-    try:
-        yield tasks
-    finally:
-        for w in workers:
-            await w.stop()
-        for task in tasks:
-            if not task.done():
-                await asyncio.wait_for(task, 15)
-
-
 async def test_catch_up_from_the_log_alone_applies_each_event_once(log, settings, effects):
     await append_jobs(log, 230)
     name = consumer_name()
@@ -73,19 +60,34 @@ async def test_catch_up_from_the_log_alone_applies_each_event_once(log, settings
 
 
 async def test_a_running_consumer_follows_the_relay(log, settings, effects):
-    name = consumer_name()
+    name, typed_name = consumer_name(), consumer_name()
     consumer = Consumer(name, log, settings, recording_handler(name), fetch_timeout_s=30)
+    typed = Consumer(typed_name, log, settings, recording_handler(typed_name), {"RouteStarted"}, fetch_timeout_s=30)
     relay = Relay(log, settings, batch_size=20, poll_interval_s=30)
     start = await log.head_position()
-    async with running(consumer, relay):
+    async with running(consumer, typed, relay):
         await asyncio.wait_for(consumer.ready.wait(), 10)
-        for _ in range(5):
+        await asyncio.wait_for(typed.ready.wait(), 10)
+        for i in range(5):
             await append_jobs(log, 37, batch=37)
+            await log.append(f"route:follow-{i}", 0, [NewEvent(pb.RouteStarted(route=f"follow-{i}"), actor="a")])
         head = await log.head_position()
         await wait_for(lambda: checkpoint_reached(consumer, head), 20, "the consumer to apply the new events")
+        await wait_for(lambda: checkpoint_reached(typed, head), 20, "the typed consumer to pass the new events")
     assert await applied(log, name) == await positions(log)
     assert await applied(log, name) == list(range(1, head + 1))
+    assert await applied(log, typed_name) == await positions(log, types={"RouteStarted"})
     assert start < head
+    # What operators watch: nothing left behind, everything counted.
+    assert sample("kb_consumer_lag_events", consumer=name) == 0
+    assert sample("kb_consumer_processed_total", consumer=name) == head
+    assert sample("kb_consumer_processed_total", consumer=typed_name) == len(await applied(log, typed_name))
+    assert sample("kb_relay_lag_events", stream=settings.events_stream) == 0
+    assert sample("kb_relay_published_total", stream=settings.events_stream) == head
+
+
+def sample(name: str, **labels) -> float | None:
+    return REGISTRY.get_sample_value(name, labels)
 
 
 async def checkpoint_reached(consumer: Consumer, position: int) -> bool:
@@ -128,24 +130,29 @@ async def test_a_crash_between_commit_and_ack_changes_nothing_on_redelivery(log,
         assert committed > before
         assert await applied(log, name) == list(range(1, committed + 1))
 
-        deliveries = {}
-
-        class Recording(Consumer):
-            async def _ack(self, messages):
-                for m in messages:
-                    deliveries[pb.Event.FromString(m.data).global_position] = m.metadata.num_delivered
-                await super()._ack(messages)
-
-        restarted = Recording(name, log, settings, recording_handler(name), ack_wait_s=1)
+        restarted = DeliveryRecorder(name, log, settings, recording_handler(name), ack_wait_s=1)
         async with running(restarted):
-            await wait_for(lambda: redelivered(deliveries, before + 1, committed), 20, "the unacked batch again")
+            await wait_for(lambda: redelivered(restarted, before + 1, committed), 20, "the unacked batch again")
             head = await log.head_position()
             await wait_for(lambda: checkpoint_reached(restarted, head), 20, "the rest")
     assert await applied(log, name) == await positions(log), "a redelivery applied an event again"
 
 
-async def redelivered(deliveries: dict, first: int, last: int) -> bool:
-    return all(deliveries.get(p, 0) >= 2 for p in range(first, last + 1))
+class DeliveryRecorder(Consumer):
+    """A consumer that notes, per position, how many times JetStream has delivered the message it acks."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.deliveries: dict[int, int] = {}
+
+    async def _ack(self, messages):
+        for m in messages:
+            self.deliveries[pb.Event.FromString(m.data).global_position] = m.metadata.num_delivered
+        await super()._ack(messages)
+
+
+async def redelivered(consumer: DeliveryRecorder, first: int, last: int) -> bool:
+    return all(consumer.deliveries.get(p, 0) >= 2 for p in range(first, last + 1))
 
 
 async def test_a_crash_before_commit_leaves_no_effect_and_the_event_is_applied_once_later(log, settings, effects):
@@ -171,10 +178,13 @@ async def test_a_crash_before_commit_leaves_no_effect_and_the_event_is_applied_o
         assert await applied(log, name) == list(range(1, checkpoint + 1))
         assert crashing.checkpoint == checkpoint
 
-        restarted = Consumer(name, log, settings, recording_handler(name), ack_wait_s=1)
+        # The restart applies the three (its catch-up from the log, or their redelivery, whichever comes first);
+        # the unacked message that was in flight at the crash comes back and changes nothing.
+        restarted = DeliveryRecorder(name, log, settings, recording_handler(name), ack_wait_s=1)
         async with running(restarted):
             head = await log.head_position()
             await wait_for(lambda: checkpoint_reached(restarted, head), 20, "the restarted consumer")
+            await wait_for(lambda: redelivered(restarted, checkpoint + 1, checkpoint + 1), 20, "the redelivery")
     assert await applied(log, name) == await positions(log)
 
 
@@ -240,3 +250,27 @@ async def test_relay_and_consumer_recover_when_postgresql_drops_their_connection
         head = await log.head_position()
         await wait_for(lambda: checkpoint_reached(consumer, head), 30, "the consumer after the disconnections")
     assert await applied(log, name) == await positions(log)
+
+
+async def test_a_failing_handler_in_a_batch_leaves_the_others_applied_once(log, settings, effects):
+    """The batch's savepoint is rolled back and replayed event by event; one attempt allowed here."""
+    name = consumer_name()
+    calls = collections.Counter()
+
+    async def handler(conn, event):
+        calls[event.global_position] += 1
+        await recording_handler(name)(conn, event)
+        if event.job_state_changed.job_id == "bad":
+            raise RuntimeError("bad job")
+
+    consumer = Consumer(name, log, settings, handler, {"JobStateChanged"}, max_attempts=1, batch_size=1000)
+    await consumer.catch_up()
+    start = consumer.checkpoint
+    events = [NewEvent(pb.JobStateChanged(job_id=j, state="RUNNING"), actor="s") for j in ("a", "bad", "c")]
+    a, bad, c = await log.append("job:batch", None, events)
+    assert await consumer.catch_up() == c.global_position  # the dead letter comes after
+    assert calls[bad.global_position] == 1, "max_attempts=1: the batch's call was the one attempt"
+    assert calls[a.global_position] == 2 and calls[c.global_position] == 1  # a ran again after the rollback
+    assert [p for p in await applied(log, name) if p > start] == [a.global_position, c.global_position]
+    [letter] = await log.read_stream(f"deadletter:{name}")
+    assert letter.event_dead_lettered.event_id == bad.event_id and letter.event_dead_lettered.attempts == 1

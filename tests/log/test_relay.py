@@ -15,7 +15,7 @@ from nats.js.api import StorageType
 from services.common import bus
 from services.common.eventlog import EventLog, NewEvent
 from services.common.relay import RELAY_DUPLICATES, Relay
-from tests.log.helpers import Crash, append_jobs, wait_for
+from tests.log.helpers import Crash, append_jobs, running, wait_for
 
 pytestmark = pytest.mark.timeout(90)
 REPO = Path(__file__).resolve().parents[2]
@@ -145,29 +145,27 @@ async def test_a_relay_process_killed_mid_stream_resumes_and_each_event_reaches_
         handled[event.global_position] += 1
 
     consumer = Consumer("relay-kill", log, settings, handler, batch_size=200)
-    consumer_task = asyncio.create_task(consumer.run())
-    await asyncio.wait_for(consumer.ready.wait(), 10)
-    start = await log.head_position()
-    await append_jobs(log, 5000, batch=1000)
-    head = await log.head_position()
-    relay = start_relay_process(settings)
-    try:
-        await wait_for(lambda: stream_has_at_least(js, settings, 100), 30, "the relay process to publish")
-    finally:
-        relay.send_signal(signal.SIGKILL)
-        relay.wait(10)
-    assert await relay_checkpoint(log, settings) < head, "killed too late to test a resume"
-    restarted = start_relay_process(settings)
-    try:
-        await wait_for(lambda: relay_checkpoint_is(log, settings, head), 60, "the restarted relay process")
-    finally:
-        restarted.send_signal(signal.SIGTERM)
-        assert restarted.wait(10) == 0, restarted.stderr.read().decode()[-2000:]
-    # Each position once in the stream (no duplicate), and each reached the handler once (below).
-    assert await stream_messages(js, settings) == head
-    await wait_for(lambda: consumer_reached(consumer, head), 30, "the consumer to apply every event")
-    await consumer.stop()
-    await asyncio.wait_for(consumer_task, 10)
+    async with running(consumer):
+        await asyncio.wait_for(consumer.ready.wait(), 10)
+        start = await log.head_position()
+        await append_jobs(log, 3000, batch=1000)
+        head = await log.head_position()
+        relay = start_relay_process(settings)
+        try:
+            await wait_for(lambda: stream_has_at_least(js, settings, 100), 30, "the relay process to publish")
+        finally:
+            relay.send_signal(signal.SIGKILL)
+            relay.wait(10)
+        assert await relay_checkpoint(log, settings) < head, "killed too late to test a resume"
+        restarted = start_relay_process(settings)
+        try:
+            await wait_for(lambda: relay_checkpoint_is(log, settings, head), 60, "the restarted relay process")
+        finally:
+            restarted.send_signal(signal.SIGTERM)
+            assert restarted.wait(10) == 0, restarted.stderr.read().decode()[-2000:]
+        # Each position once in the stream (no duplicate), and each reached the handler once (below).
+        assert await stream_messages(js, settings) == head
+        await wait_for(lambda: consumer_reached(consumer, head), 30, "the consumer to apply every event")
     assert sorted(p for p in handled if p > start) == list(range(start + 1, head + 1))
     assert set(handled.values()) == {1}, "an event reached the handler twice"
 
