@@ -151,21 +151,35 @@ def start_process(
 
 
 def stop_process(layout: Layout, name: str, marker: str, timeout_s: float = 15.0) -> str:
-    """Stop our ``name`` by its recorded pid: SIGTERM, then SIGKILL after ``timeout_s``. Returns what happened."""
+    """Stop our ``name`` by its recorded pid: SIGTERM (its own graceful shutdown), then after ``timeout_s`` SIGKILL to
+    its whole process group (start_process made it a group leader), so that nothing it started is left behind."""
     pid = running_pid(layout, name, marker)
     if pid is None:
         layout.pid_file(name).unlink(missing_ok=True)
         return "not running"
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if not process_matches(pid, marker):
-            layout.pid_file(name).unlink(missing_ok=True)
-            return f"stopped (pid {pid})"
-        time.sleep(0.1)
-    os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    if wait_gone(pid, marker, timeout_s):
+        layout.pid_file(name).unlink(missing_ok=True)
+        return f"stopped (pid {pid})"
+    with contextlib.suppress(ProcessLookupError):
+        if os.getpgid(pid) == pid:
+            os.killpg(pid, signal.SIGKILL)
+        else:
+            os.kill(pid, signal.SIGKILL)
+    if not wait_gone(pid, marker, 5.0):
+        raise StackError(f"{name} (pid {pid}) survived SIGKILL; log {layout.log_file(name)}")
     layout.pid_file(name).unlink(missing_ok=True)
     return f"killed (pid {pid} ignored SIGTERM for {timeout_s:.0f} s)"
+
+
+def wait_gone(pid: int, marker: str, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while process_matches(pid, marker):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
 
 
 def log_tail(path: Path, lines: int = 25) -> str:
