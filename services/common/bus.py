@@ -12,6 +12,9 @@ from services.common.config import Settings
 # that crashed after publishing and before saving its checkpoint, and restarted within two minutes. Beyond that,
 # consumers still apply each event once (their checkpoint), they just receive the copy.
 DUPLICATE_WINDOW_S = 120.0
+# NATS keeps a week of events; the log keeps all of them. A consumer away for longer finds its next message gone,
+# sees a gap at the first one it gets, and catches up from the log (it also catches up from the log when it starts).
+MAX_AGE_S = 7 * 24 * 3600.0
 
 
 async def connect(settings: Settings, *, name: str = "kernelboard") -> NATS:
@@ -28,6 +31,7 @@ def stream_config(settings: Settings) -> StreamConfig:
         subjects=[f"{settings.events_subject_prefix}.>"],
         storage=StorageType.FILE,
         duplicate_window=DUPLICATE_WINDOW_S,
+        max_age=MAX_AGE_S,
     )
 
 

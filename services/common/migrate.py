@@ -11,14 +11,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import asyncpg
-import structlog
+
+from services.common.logs import get_logger
 
 SERVICES_DIR = Path(__file__).resolve().parents[1]
 MIGRATION_NAME = re.compile(r"^(\d{4})_[A-Za-z0-9_]+\.sql$")
 # Any fixed key works; every process that migrates takes this same session-level advisory lock.
 MIGRATION_LOCK_KEY = 0x6B62_6D69_6772  # "kbmigr"
 
-log = structlog.get_logger("kb.migrate")
+log = get_logger(component="migrate")
 
 
 class MigrationError(Exception):

@@ -15,26 +15,27 @@ import signal
 
 import asyncpg
 import nats.errors
-import structlog
-from prometheus_client import Counter, Gauge, start_http_server
 
-from services.common import bus
+from services.common import bus, metrics
 from services.common.config import Settings
 from services.common.eventlog import EventLog
+from services.common.logs import configure_logging, get_logger
 
 NOTIFY_CHANNEL = "kb_events_appended"
 # What a lost connection to NATS or PostgreSQL looks like; anything else is a bug and ends run().
 TRANSIENT_ERRORS = (OSError, TimeoutError, nats.errors.Error, asyncpg.PostgresError, asyncpg.InterfaceError)
 METRICS_PORT = 9105
 
-RELAY_PUBLISHED = Counter("kb_relay_published_total", "Events the relay published and JetStream acked", ["stream"])
-RELAY_DUPLICATES = Counter(
+RELAY_PUBLISHED = metrics.counter(
+    "kb_relay_published_total", "Events the relay published and JetStream acked", ["stream"]
+)
+RELAY_DUPLICATES = metrics.counter(
     "kb_relay_duplicates_total", "Re-published events JetStream dropped as duplicates (after a crash)", ["stream"]
 )
-RELAY_LAG = Gauge("kb_relay_lag_events", "Events in the log not yet published to JetStream", ["stream"])
-RELAY_ERRORS = Counter("kb_relay_errors_total", "Relay cycles that failed and were retried", ["stream"])
+RELAY_LAG = metrics.gauge("kb_relay_lag_events", "Events in the log not yet published to JetStream", ["stream"])
+RELAY_ERRORS = metrics.counter("kb_relay_errors_total", "Relay cycles that failed and were retried", ["stream"])
 
-log = structlog.get_logger("kb.relay")
+log = get_logger(component="relay")
 
 
 class Relay:
@@ -157,9 +158,10 @@ async def main(argv=None) -> None:
     parser.add_argument("--poll-interval", type=float, default=1.0, help="seconds between polls when no NOTIFY comes")
     parser.add_argument("--metrics-port", type=int, default=METRICS_PORT, help="Prometheus /metrics (0: none)")
     args = parser.parse_args(argv)
+    configure_logging("relay")
     settings = Settings.from_env()
     if args.metrics_port:
-        start_http_server(args.metrics_port)
+        metrics.start_metrics_server(args.metrics_port)
     event_log = await EventLog.connect(settings.database_url, min_size=1, max_size=2)
     relay = Relay(event_log, settings, batch_size=args.batch_size, poll_interval_s=args.poll_interval)
     loop = asyncio.get_running_loop()

@@ -1,6 +1,7 @@
 """Conformance of the event log against the real PostgreSQL."""
 
 import asyncio
+import contextlib
 import random
 import time
 import uuid
@@ -55,7 +56,7 @@ async def test_append_returns_envelopes_that_read_back_identically(log):
     assert await log.stream_version("check:c1") == 3
     assert await log.stream_version("check:none") == 0
     assert await log.head_position() == appended[-1].global_position
-    uuid.UUID(appended[0].event_id)  # a generated id is a UUID
+    assert uuid.UUID(appended[0].event_id).version == 4 and str(uuid.UUID(appended[0].event_id)) == appended[0].event_id
 
 
 async def test_version_conflict_names_stream_and_versions_and_writes_nothing(log):
@@ -233,3 +234,18 @@ async def test_single_event_appends_are_durable_quickly(log):
     for _ in range(20):
         await log.append("route:quick", None, [route_started("quick")])
     assert time.perf_counter() - started < 10
+
+
+async def test_a_read_stopped_early_gives_its_connections_back(log):
+    await log.append("route:early", None, [route_started("early") for _ in range(10)])
+    async with contextlib.aclosing(log.read_all(batch_size=2)) as events:
+        async for _ in events:
+            break
+    await wait_until_idle(log)
+
+
+async def wait_until_idle(log, timeout: float = 5):
+    deadline = time.monotonic() + timeout
+    while log.pool.get_size() != log.pool.get_idle_size():
+        assert time.monotonic() < deadline, "a pooled connection was not given back"
+        await asyncio.sleep(0.02)

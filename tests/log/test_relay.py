@@ -1,6 +1,7 @@
 """The relay against the real PostgreSQL and NATS JetStream."""
 
 import asyncio
+import collections
 import os
 import signal
 import subprocess
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from kernelboard.v1 import events_pb2 as pb
+from nats.js.api import StorageType
 
 from services.common import bus
 from services.common.eventlog import EventLog, NewEvent
@@ -71,6 +73,7 @@ async def test_jetstream_drops_a_republished_event_id(js, settings):
     assert await stream_messages(js, settings) == 1
     info = await js.stream_info(settings.events_stream)
     assert info.config.duplicate_window == bus.DUPLICATE_WINDOW_S
+    assert info.config.max_age == bus.MAX_AGE_S and info.config.storage == StorageType.FILE
 
 
 async def test_relay_publishes_the_log_in_order_and_wakes_on_notify(log, settings, js):
@@ -149,17 +152,27 @@ def start_relay_process(settings) -> subprocess.Popen:
         KB_EVENTS_STREAM=settings.events_stream,
         KB_EVENTS_SUBJECT_PREFIX=settings.events_subject_prefix,
     )
-    command = [sys.executable, "-m", "services.common.relay", "--batch-size", "40", "--metrics-port", "0"]
+    command = [sys.executable, "-m", "services.common.relay", "--batch-size", "100", "--metrics-port", "0"]
     return subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
-async def test_a_relay_process_killed_mid_stream_resumes_and_publishes_each_event_once(log, settings, js):
+async def test_a_relay_process_killed_mid_stream_resumes_and_each_event_reaches_a_consumer_once(log, settings, js):
+    from services.common.consumer import Consumer
+
+    handled = collections.Counter()
+
+    async def handler(conn, event):
+        handled[event.global_position] += 1
+
+    consumer = Consumer("relay-kill", log, settings, handler, batch_size=200)
+    consumer_task = asyncio.create_task(consumer.run())
+    await asyncio.wait_for(consumer.ready.wait(), 10)
+    start = await log.head_position()
     await append_jobs(log, 5000, batch=1000)
     head = await log.head_position()
     relay = start_relay_process(settings)
     try:
-        await bus.ensure_stream(js, settings)
-        await wait_for(lambda: stream_has_at_least(js, settings, 40), 30, "the relay process to publish")
+        await wait_for(lambda: stream_has_at_least(js, settings, 100), 30, "the relay process to publish")
     finally:
         relay.send_signal(signal.SIGKILL)
         relay.wait(10)
@@ -170,7 +183,17 @@ async def test_a_relay_process_killed_mid_stream_resumes_and_publishes_each_even
     finally:
         restarted.send_signal(signal.SIGTERM)
         assert restarted.wait(10) == 0, restarted.stderr.read().decode()[-2000:]
-    assert [e.global_position for e in await published_events(js, settings)] == list(range(1, head + 1))
+    # Each position once in the stream (no duplicate), and each reached the handler once (below).
+    assert await stream_messages(js, settings) == head
+    await wait_for(lambda: consumer_reached(consumer, head), 30, "the consumer to apply every event")
+    await consumer.stop()
+    await asyncio.wait_for(consumer_task, 10)
+    assert sorted(p for p in handled if p > start) == list(range(start + 1, head + 1))
+    assert set(handled.values()) == {1}, "an event reached the handler twice"
+
+
+async def consumer_reached(consumer, position) -> bool:
+    return consumer.checkpoint >= position
 
 
 async def stream_has_at_least(js, settings, count) -> bool:

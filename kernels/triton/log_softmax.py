@@ -1,0 +1,204 @@
+"""Log-softmax over the last dim of a 2-D tensor, ``torch.log_softmax(x, dim=1)``, for rows far longer than one
+program can hold (393216 floats = 1.5 MB a row).
+
+Two ways, both splitting each row into chunks handled by different programs:
+
+- ``coop`` (the default on a GPU): one cooperative launch of exactly as many programs as the GPU holds at once. The
+  programs of one row each reduce their chunk to (max, sum of exp), publish it, meet at a per-row counter (release /
+  acquire atomics), combine the row's partials into its log-sum-exp and then re-read their chunk -- still in L2, since
+  only a few rows are in flight -- to write x - lse. HBM sees the input once and the output once. Each program
+  first reads keep their lines in L2 (evict_last) and the second pass streams (evict_first loads, .cs stores), so
+  the output does not push the inputs still to be re-read out of L2. A lookahead option (publish the next row before
+  waiting on this one) is kept as a variant: measured slower, as it doubles the rows in flight.
+- ``split``: two launches, (max, sum of exp) per chunk, then combine + write; the input is read from HBM twice. It
+  needs no co-residency, so it is the fallback and what the CPU interpreter runs for several chunks a row (the
+  interpreter runs programs one after another, so a program waiting for another would wait forever).
+"""
+
+import os
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+_INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def _coop(chunks, programs_per_sm, block, warps, lookahead=False, hints=True):
+    return {
+        "mode": "coop", "chunks": chunks, "programs_per_sm": programs_per_sm, "BLOCK": block, "num_warps": warps,
+        "lookahead": lookahead, "hints": hints,
+    }  # fmt: skip
+
+
+# coop: chunks per row x programs per SM set the rows in flight (SMs x programs_per_sm / chunks); their input and
+# output must stay within L2 (60 MB) for the re-read to hit it (with lookahead: two rows' input and one's output)
+VARIANTS = {
+    "default": _coop(48, 4, 8192, 8),
+    "coop_c48_p4_b8192_nohints": _coop(48, 4, 8192, 8, hints=False),
+    "coop_c24_p2_b8192": _coop(24, 2, 8192, 8),
+    "coop_c96_p8_b4096_w4": _coop(96, 8, 4096, 4),
+    "coop_c64_p4_b2048_w4": _coop(64, 4, 2048, 4),
+    "lookahead_c48_p4_b4096": _coop(48, 4, 4096, 8, lookahead=True),
+    "split_c48": {"mode": "split", "chunks": 48, "BLOCK": 4096, "num_warps": 8},
+    "interpret": {"mode": "split", "chunks": 3, "BLOCK": 64, "num_warps": 4},
+    "interpret_coop": _coop(1, 2, 64, 4),
+    "interpret_coop_lookahead": _coop(1, 2, 64, 4, lookahead=True),
+}
+
+
+@triton.jit
+def _chunk_stats(x_ptr, row_start, chunk_start, chunk_len, cols, BLOCK: tl.constexpr, KEEP: tl.constexpr):
+    """(max, sum of exp(x - max)) over x[row_start + chunk_start : ... + chunk_len], clipped at cols; one exp per
+    element: the running sum is rescaled once per tile, not per element."""
+    m = tl.full([], float("-inf"), dtype=tl.float32)
+    s = tl.zeros([], dtype=tl.float32)
+    for off in range(0, chunk_len, BLOCK):
+        c = chunk_start + off + tl.arange(0, BLOCK)
+        x = tl.load(
+            x_ptr + row_start + c,
+            mask=(c < cols) & (off + tl.arange(0, BLOCK) < chunk_len),
+            other=float("-inf"),
+            eviction_policy="evict_last" if KEEP else "",  # KEEP: the chunk is read again soon, from L2
+        )
+        new_m = tl.maximum(m, tl.max(x, axis=0))
+        safe_m = tl.where(new_m == float("-inf"), 0.0, new_m)  # a chunk of only -inf keeps finite arithmetic
+        s = s * tl.exp(m - safe_m) + tl.sum(tl.exp(x - safe_m), axis=0)
+        m = new_m
+    return m, s
+
+
+@triton.jit
+def _row_lse(max_ptr, sum_ptr, num_chunks, BLOCK_P: tl.constexpr):
+    """Combine a row's per-chunk (max, sum of exp) into its log-sum-exp."""
+    i = tl.arange(0, BLOCK_P)
+    m = tl.load(max_ptr + i, mask=i < num_chunks, other=float("-inf"), volatile=True)
+    s = tl.load(sum_ptr + i, mask=i < num_chunks, other=0.0, volatile=True)
+    row_max = tl.max(m, axis=0)
+    return row_max + tl.log(tl.sum(s * tl.exp(m - row_max), axis=0))
+
+
+@triton.jit
+def _write_chunk(x_ptr, y_ptr, row_start, chunk_start, chunk_len, cols, lse, BLOCK: tl.constexpr, STREAM: tl.constexpr):
+    for off in range(0, chunk_len, BLOCK):
+        c = chunk_start + off + tl.arange(0, BLOCK)
+        mask = (c < cols) & (off + tl.arange(0, BLOCK) < chunk_len)
+        # STREAM: the last use of x and an output nobody reads back here; neither should push other rows out of L2
+        x = tl.load(x_ptr + row_start + c, mask=mask, other=0.0, eviction_policy="evict_first" if STREAM else "")
+        tl.store(y_ptr + row_start + c, x - lse, mask=mask, cache_modifier=".cs" if STREAM else "")
+
+
+@triton.jit
+def _split_stats(x_ptr, max_ptr, sum_ptr, cols, num_chunks, chunk_len, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    row = pid // num_chunks
+    chunk = pid % num_chunks
+    m, s = _chunk_stats(x_ptr, row.to(tl.int64) * cols, chunk.to(tl.int64) * chunk_len, chunk_len, cols, BLOCK, False)
+    tl.store(max_ptr + pid, m)
+    tl.store(sum_ptr + pid, s)
+
+
+@triton.jit
+def _split_write(
+    x_ptr, y_ptr, max_ptr, sum_ptr, cols, num_chunks, chunk_len, BLOCK: tl.constexpr, BLOCK_P: tl.constexpr
+):
+    # walk the chunks in the reverse order of _split_stats, so the first reads find the last chunks still in L2
+    pid = tl.num_programs(0) - 1 - tl.program_id(0)
+    row = pid // num_chunks
+    chunk = pid % num_chunks
+    lse = _row_lse(max_ptr + row * num_chunks, sum_ptr + row * num_chunks, num_chunks, BLOCK_P)
+    _write_chunk(
+        x_ptr, y_ptr, row.to(tl.int64) * cols, chunk.to(tl.int64) * chunk_len, chunk_len, cols, lse, BLOCK, False
+    )
+
+
+@triton.jit
+def _fill_zero(ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(ptr + offs, tl.zeros([BLOCK], dtype=tl.int32), mask=offs < n)
+
+
+@triton.jit
+def _coop_log_softmax(
+    x_ptr, y_ptr, max_ptr, sum_ptr, arrived_ptr, rows, cols, num_chunks, chunk_len, num_slots,
+    BLOCK: tl.constexpr, BLOCK_P: tl.constexpr, LOOKAHEAD: tl.constexpr, HINTS: tl.constexpr,
+):  # fmt: skip
+    pid = tl.program_id(0)
+    slot = pid // num_chunks
+    chunk = pid % num_chunks
+    chunk_start = chunk.to(tl.int64) * chunk_len
+    # With LOOKAHEAD a program publishes its chunk of the next row before it waits for the row before: the wait
+    # then overlaps a whole chunk's reading instead of stalling the memory system once per row.
+    lag = num_slots if LOOKAHEAD else 0
+    for row in range(slot, rows + lag, num_slots):
+        if row < rows:
+            m, s = _chunk_stats(x_ptr, tl.cast(row, tl.int64) * cols, chunk_start, chunk_len, cols, BLOCK, HINTS)
+            tl.store(max_ptr + row * num_chunks + chunk, m)
+            tl.store(sum_ptr + row * num_chunks + chunk, s)
+            tl.debug_barrier()  # every thread's stores are done before the release below
+            tl.atomic_add(arrived_ptr + row, 1, sem="release")
+        done = row - lag
+        if done >= 0:
+            arrived = tl.atomic_add(arrived_ptr + done, 0, sem="acquire")
+            while arrived < num_chunks:
+                arrived = tl.atomic_add(arrived_ptr + done, 0, sem="acquire")
+            tl.debug_barrier()
+            lse = _row_lse(max_ptr + done * num_chunks, sum_ptr + done * num_chunks, num_chunks, BLOCK_P)
+            row_start = tl.cast(done, tl.int64) * cols
+            _write_chunk(x_ptr, y_ptr, row_start, chunk_start, chunk_len, cols, lse, BLOCK, HINTS)
+
+
+def _num_sms(device: torch.device) -> int:
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return 1
+
+
+def log_softmax_rows(x: torch.Tensor, variant: str | None = None) -> torch.Tensor:
+    """log_softmax over the last dim of a 2-D tensor."""
+    if x.dim() != 2:
+        raise ValueError(f"expected a 2-D tensor, got shape {tuple(x.shape)}")
+    x = x.contiguous()
+    rows, cols = x.shape
+    y = torch.empty_like(x)
+    cfg = VARIANTS[variant or ("interpret" if _INTERPRET else "default")]
+    block = cfg["BLOCK"]
+    chunks = max(1, min(cfg["chunks"], triton.cdiv(cols, block)))
+    # chunk length a multiple of BLOCK keeps every chunk's loads aligned
+    chunk_len = triton.cdiv(triton.cdiv(cols, chunks), block) * block
+    chunks = triton.cdiv(cols, chunk_len)
+    block_p = triton.next_power_of_2(chunks)
+    maxes = torch.empty(rows * chunks, device=x.device, dtype=torch.float32)
+    sums = torch.empty(rows * chunks, device=x.device, dtype=torch.float32)
+    if cfg["mode"] == "split":
+        grid = (rows * chunks,)
+        _split_stats[grid](x, maxes, sums, cols, chunks, chunk_len, BLOCK=block, num_warps=cfg["num_warps"])
+        _split_write[grid](
+            x, y, maxes, sums, cols, chunks, chunk_len, BLOCK=block, BLOCK_P=block_p, num_warps=cfg["num_warps"]
+        )
+        return y
+    arrived = torch.empty(rows, device=x.device, dtype=torch.int32)
+    _fill_zero[(triton.cdiv(rows, 1024),)](arrived, rows, BLOCK=1024)
+    slots = max(1, min(rows, _num_sms(x.device) * cfg["programs_per_sm"] // chunks))
+    _coop_log_softmax[(slots * chunks,)](
+        x, y, maxes, sums, arrived, rows, cols, chunks, chunk_len, slots,
+        BLOCK=block, BLOCK_P=block_p, LOOKAHEAD=cfg["lookahead"], HINTS=cfg["hints"], num_warps=cfg["num_warps"],
+        launch_cooperative_grid=True,
+    )  # fmt: skip
+    return y
+
+
+class ModelNew(nn.Module):
+    def __init__(self, dim: int = 1):
+        super().__init__()
+        self.dim = dim
+        self.variant: str | None = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        dim = self.dim % x.dim()
+        if x.dim() != 2 or dim != 1:
+            raise ValueError(
+                f"this route handles log_softmax over dim 1 of a 2-D tensor, got {tuple(x.shape)}, dim {self.dim}"
+            )
+        return log_softmax_rows(x, self.variant)
