@@ -43,22 +43,24 @@ lint:
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
 
-# The benchmarks that run on this machine, one command per area, from the repository root; each prints its numbers,
-# and the area records them under bench/<area>/ with the command that made them.
-BENCH_CPU ?= \
-	bench/common/rpc_overhead.py \
-	bench/ingest/push_bench.py \
-	bench/board/bench_fold.py
-# Measured on the H200 through the device tool; their recorded results stand on a machine without a GPU.
-BENCH_GPU ?= bench/kernels/run.py bench/harness/gpu_run.sh
-
+# Each area's benchmark, run as its header says, from the repository root with the stack's environment (SLURM_CONF for
+# the scheduler's); each prints or records its numbers under bench/<area>/. The GPU ones were measured on the H200
+# through the device tool: on a machine without a GPU their recorded results stand.
 bench:
-	@set -e; ran=0; for script in $(BENCH_CPU); do \
-	  if [ ! -f "$$script" ]; then echo "==> $$script: not in this checkout"; continue; fi; \
-	  echo "==> $$script"; PYTHONPATH=$(CURDIR):$(CURDIR)/protos $(PYTHON) "$$script"; ran=$$((ran + 1)); \
-	done; \
-	for script in $(BENCH_GPU); do \
-	  [ -f "$$script" ] || continue; \
-	  if nvidia-smi >/dev/null 2>&1; then echo "==> $$script: a GPU is here; run it as its header says"; \
-	  else echo "==> $$script: needs a GPU; recorded results in $$(dirname $$script)/"; fi; \
-	done; echo "make bench: $$ran benchmark(s) run"
+	@set -e; ran=0; \
+	if [ -f "$(KB_HOME)/stack.env" ]; then set -a; . "$(KB_HOME)/stack.env"; set +a; fi; \
+	export PYTHONPATH=$(CURDIR):$(CURDIR)/protos; \
+	cpu() { if [ ! -f "$$1" ]; then echo "==> $$1: not in this checkout"; return; fi; shift; \
+	  echo "==> $$*"; "$$@"; ran=$$((ran + 1)); }; \
+	gpu() { [ -f "$$1" ] || return 0; \
+	  if nvidia-smi >/dev/null 2>&1; then echo "==> $$1: a GPU is here, run it as its header says"; \
+	  else echo "==> $$1: needs a GPU; recorded results: $$2"; fi; }; \
+	cpu bench/log/run.py $(PYTHON) -m bench.log.run; \
+	cpu bench/common/rpc_overhead.py $(PYTHON) bench/common/rpc_overhead.py; \
+	cpu bench/ingest/push_bench.py $(PYTHON) bench/ingest/push_bench.py; \
+	cpu bench/scheduler/slurm_latency.py $(PYTHON) bench/scheduler/slurm_latency.py; \
+	cpu bench/board/bench_fold.py $(PYTHON) bench/board/bench_fold.py; \
+	cpu bench/verifier/smoke_check.py $(PYTHON) -m bench.verifier.smoke_check kernels/triton; \
+	gpu bench/kernels/run.py kernels/RESULTS.md; \
+	gpu bench/harness/gpu_run.sh "bench/harness/results_*/summary.md"; \
+	echo "make bench: $$ran benchmark(s) run"

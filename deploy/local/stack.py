@@ -151,21 +151,35 @@ def start_process(
 
 
 def stop_process(layout: Layout, name: str, marker: str, timeout_s: float = 15.0) -> str:
-    """Stop our ``name`` by its recorded pid: SIGTERM, then SIGKILL after ``timeout_s``. Returns what happened."""
+    """Stop our ``name`` by its recorded pid: SIGTERM (its own graceful shutdown), then after ``timeout_s`` SIGKILL to
+    its whole process group (start_process made it a group leader), so that nothing it started is left behind."""
     pid = running_pid(layout, name, marker)
     if pid is None:
         layout.pid_file(name).unlink(missing_ok=True)
         return "not running"
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if not process_matches(pid, marker):
-            layout.pid_file(name).unlink(missing_ok=True)
-            return f"stopped (pid {pid})"
-        time.sleep(0.1)
-    os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    if wait_gone(pid, marker, timeout_s):
+        layout.pid_file(name).unlink(missing_ok=True)
+        return f"stopped (pid {pid})"
+    with contextlib.suppress(ProcessLookupError):
+        if os.getpgid(pid) == pid:
+            os.killpg(pid, signal.SIGKILL)
+        else:
+            os.kill(pid, signal.SIGKILL)
+    if not wait_gone(pid, marker, 5.0):
+        raise StackError(f"{name} (pid {pid}) survived SIGKILL; log {layout.log_file(name)}")
     layout.pid_file(name).unlink(missing_ok=True)
     return f"killed (pid {pid} ignored SIGTERM for {timeout_s:.0f} s)"
+
+
+def wait_gone(pid: int, marker: str, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while process_matches(pid, marker):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
 
 
 def log_tail(path: Path, lines: int = 25) -> str:
@@ -228,30 +242,47 @@ def wait_until(check: Callable[[], bool], deadline_s: float, what: str, interval
 def run(
     argv: Sequence[str], what: str, timeout_s: float, env: dict[str, str] | None = None, log: Path | None = None
 ) -> subprocess.CompletedProcess:
-    """Run a command to completion within ``timeout_s``; on failure raise StackError with its output's tail."""
+    """Run a command to completion within ``timeout_s``; on failure raise StackError with its output's tail.
+
+    With ``log`` the output (stdout and stderr together) goes to that file as it comes, so a long step can be
+    followed with ``tail -f``, and is returned as ``stdout``; without, it is captured.
+    """
+    command = " ".join(argv)
     try:
-        done = subprocess.run(
-            list(argv),
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            env=env,
-            cwd=str(REPO),
-        )
+        if log is None:
+            done = subprocess.run(
+                list(argv),
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=timeout_s,
+                env=env,
+                cwd=REPO,
+            )
+            output = done.stdout + done.stderr
+        else:
+            log.parent.mkdir(parents=True, exist_ok=True)
+            with open(log, "a") as out:
+                out.write(f"\n--- {time.strftime('%Y-%m-%dT%H:%M:%S')} {command}\n")
+                out.flush()
+                start = out.tell()
+                done = subprocess.run(
+                    list(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, timeout=timeout_s,
+                    env=env, cwd=REPO,
+                )  # fmt: skip
+            with open(log, errors="replace") as written:
+                written.seek(start)
+                output = written.read()
+            done = subprocess.CompletedProcess(argv, done.returncode, stdout=output, stderr="")
     except subprocess.TimeoutExpired as err:
-        raise StackError(f"{what}: still running after {timeout_s:.0f} s ({' '.join(argv)})") from err
+        where = f"; log {log}" if log else ""
+        raise StackError(f"{what}: still running after {timeout_s:.0f} s ({command}){where}") from err
     except FileNotFoundError as err:
         raise StackError(f"{what}: {argv[0]} not found") from err
-    if log is not None:
-        log.parent.mkdir(parents=True, exist_ok=True)
-        with open(log, "a") as out:
-            out.write(f"\n--- {' '.join(argv)} (exit {done.returncode})\n{done.stdout}{done.stderr}")
     if done.returncode != 0:
-        output = (done.stdout + done.stderr).strip().splitlines()
-        tail = "\n".join("    " + line for line in output[-25:])
+        tail = "\n".join("    " + line for line in output.strip().splitlines()[-25:])
         where = f"\n  full log: {log}" if log else ""
-        raise StackError(f"{what} failed (exit {done.returncode}): {' '.join(argv)}\n{tail}{where}")
+        raise StackError(f"{what} failed (exit {done.returncode}): {command}\n{tail}{where}")
     return done
 
 
@@ -317,6 +348,7 @@ def step_packages(ctx: Context) -> str:
         raise StackError(f"these Debian packages are missing and installing them needs root: {' '.join(packages)}")
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     log = ctx.layout.log_file("apt")
+    say(f"    installing {' '.join(packages)} (tail -f {log})")
     run(["apt-get", "update"], "apt-get update", 600, env=env, log=log)
     with services_not_autostarted():
         run(
@@ -371,6 +403,7 @@ def step_venv(ctx: Context) -> str:
         run([sys.executable, "-m", "venv", str(layout.venv)], "creating the venv", 300, log=log)
         done.append("created")
     pip = [str(layout.python), "-m", "pip", "--disable-pip-version-check"]
+    say(f"    installing requirements.txt into {layout.venv}: minutes on a fresh machine (tail -f {log})")
     # torch==2.13.0 (pinned) comes from this machine's disk as a CPU build; pip finds it through its own config.
     run(
         [*pip, "install", "-r", str(layout.repo / "requirements.txt")], "pip install -r requirements.txt", 1800, log=log
@@ -391,6 +424,7 @@ def step_slurm(ctx: Context) -> str:
     if not script.exists():
         return "skipped: deploy/local/slurm/up.sh is not in this checkout"
     env = dict(os.environ, KB_HOME=str(ctx.layout.home))
+    say(f"    deploy/local/slurm/up.sh (tail -f {ctx.layout.log_file('slurm')})")
     done = run(
         ["bash", str(script)], "Slurm (deploy/local/slurm/up.sh)", 900, env=env, log=ctx.layout.log_file("slurm")
     )
@@ -560,9 +594,8 @@ def module_exists(layout: Layout, module: str) -> bool:
 
 
 def step_migrate(ctx: Context) -> str:
-    log = ctx.layout.log_file("migrate")
     kb = str(ctx.layout.venv / "bin" / "kb")
-    done = run([kb, "admin", "migrate"], "kb admin migrate", 120, env=ctx.service_env(), log=log)
+    done = run([kb, "admin", "migrate"], "kb admin migrate", 120, env=ctx.service_env())
     return f"applied (kb admin migrate{': ' + done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ''})"
 
 

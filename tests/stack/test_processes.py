@@ -1,7 +1,6 @@
 """Pid files: what `up` started is found again (so a second `up` starts nothing) and `down` stops only that."""
 
 import os
-import signal
 import socket
 import sys
 import time
@@ -70,17 +69,26 @@ def test_an_exited_child_not_yet_reaped_counts_as_stopped(stack, layout):
         pass  # subprocess reaped it already
 
 
-def test_stop_escalates_to_sigkill_when_sigterm_is_ignored(stack, layout):
-    argv = [sys.executable, "-c", STUBBORN]
-    pid, _ = stack.start_process(layout, "stubborn", argv, "kb-stack-test-stubborn", dict(os.environ))
-    time.sleep(0.5)  # let it install its SIGTERM handler
+def test_stop_escalates_to_sigkill_for_the_whole_group_when_sigterm_is_ignored(stack, layout, tmp_path):
+    child_pid_file = tmp_path / "child.pid"
+    # The component ignores SIGTERM and has a child of its own: SIGKILL must take both.
+    script = (
+        "import signal, subprocess, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        f"child = subprocess.Popen(['sleep', '120']); open({str(child_pid_file)!r}, 'w').write(str(child.pid)); "
+        "time.sleep(120)  # kb-stack-test-stubborn"
+    )
+    pid, _ = stack.start_process(
+        layout, "stubborn", [sys.executable, "-c", script], "kb-stack-test-stubborn", dict(os.environ)
+    )
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not child_pid_file.exists():
+        time.sleep(0.05)
+    child = int(child_pid_file.read_text())
     outcome = stack.stop_process(layout, "stubborn", "kb-stack-test-stubborn", timeout_s=1.0)
-    assert outcome.startswith(f"killed (pid {pid} ignored SIGTERM")
-    assert wait_gone(stack, pid, "kb-stack-test-stubborn")
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    assert outcome == f"killed (pid {pid} ignored SIGTERM for 1 s)"
+    assert not stack.process_matches(pid, "kb-stack-test-stubborn")
+    assert wait_gone(stack, child, "sleep")
+    assert not layout.pid_file("stubborn").exists()
 
 
 def test_the_lock_refuses_a_second_up_on_the_same_state(stack, layout):

@@ -62,3 +62,24 @@ def test_the_venv_is_reinstalled_only_when_requirements_or_project_change(stack,
     (repo / "requirements.txt").write_text("asyncpg==0.32.0\n")
     (repo / "pyproject.toml").write_text('[project]\nname = "y"\n')
     assert stack.requirements_stamp(layout) != stamp
+
+
+def test_a_logged_step_writes_as_it_goes_and_a_failure_shows_the_tail_and_the_log(stack, tmp_path):
+    log = tmp_path / "logs" / "step.log"
+    done = stack.run(["sh", "-c", "echo out; echo err >&2"], "a step", 30, log=log)
+    assert done.stdout.split() == ["out", "err"]
+    assert "out\nerr\n" in log.read_text()
+    try:
+        stack.run(["sh", "-c", "echo the reason it broke; exit 3"], "another step", 30, log=log)
+    except stack.StackError as err:
+        message = str(err)
+    else:
+        raise AssertionError("a failing command passed")
+    assert message.startswith("another step failed (exit 3)")
+    assert "the reason it broke" in message and f"full log: {log}" in message
+    try:
+        stack.run(["sleep", "5"], "a slow step", 0.5)
+    except stack.StackError as err:
+        assert str(err) == "a slow step: still running after 0 s (sleep 5)"
+    else:
+        raise AssertionError("a step past its deadline passed")
