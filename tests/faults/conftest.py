@@ -1,8 +1,6 @@
 """tests/faults: one private stack for the module, on a throwaway PostgreSQL cluster and a private nats-server (both
 of which the tests restart; the machine's own servers are never touched)."""
 
-import subprocess
-
 import grpc
 import pytest
 from kernelboard.v1 import board_pb2_grpc, ingest_pb2_grpc, scheduler_pb2_grpc, verifier_pb2_grpc
@@ -52,8 +50,3 @@ async def stubs(stack):
     stubs = Stubs(stack)
     yield stubs
     await stubs.close()
-
-
-def squeue_state(stack, job_id: str) -> str:
-    done = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], env=stack.env(), capture_output=True, text=True)
-    return done.stdout.strip()

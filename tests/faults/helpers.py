@@ -3,6 +3,7 @@
 import asyncio
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import grpc
@@ -25,6 +26,7 @@ class RouteClone:
         self.ref = f"refs/heads/routes/{route}"
         self.md = (("authorization", f"Bearer {token}"),)
         self.base = ""
+        self.failed_pushes = 0  # calls that failed (push_with_retry), whether or not they landed
 
     async def start(self, ingest) -> "RouteClone":
         await ingest.StartRoute(ingest_pb2.StartRouteRequest(route=self.route), metadata=self.md)
@@ -93,6 +95,7 @@ async def push_with_retry(clone: RouteClone, ingest, score: float, deadline_s: f
         try:
             return await clone.push_metrics(ingest, score)
         except grpc.RpcError:
+            clone.failed_pushes += 1
             if loop.time() > deadline:
                 raise
         # Whether that push landed is unknown until the clone is back in step with the hosted route.
@@ -104,3 +107,8 @@ async def push_with_retry(clone: RouteClone, ingest, score: float, deadline_s: f
             except grpc.RpcError:
                 if loop.time() > deadline:
                     raise
+
+
+def squeue_state(stack, job_id: str) -> str:
+    done = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], env=stack.env(), capture_output=True, text=True)
+    return done.stdout.strip()

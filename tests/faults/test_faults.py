@@ -17,8 +17,7 @@ from services.common.consumer import Consumer
 from services.common.eventlog import EventLog
 from tests.e2e.invariants import assert_board_rebuilds, read_log
 from tests.e2e.stack import wait_for
-from tests.faults.conftest import squeue_state
-from tests.faults.helpers import RouteClone, payloads, push_with_retry
+from tests.faults.helpers import RouteClone, payloads, push_with_retry, squeue_state
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -104,23 +103,34 @@ async def test_kill9_relay_and_board_between_push_and_board(stack, tokens, stubs
 async def test_kill9_ingest_during_concurrent_pushes(stack, tokens, stubs, verifier_stopped):
     clones = [await clone_for(stack, tokens, stubs, f"kill-ingest-{i}") for i in range(3)]
 
+    restarted = asyncio.Event()
+    pushed: dict[str, list[float]] = {c.route: [] for c in clones}
+
     async def keep_pushing(clone: RouteClone) -> None:
-        for n in range(1, 5):
+        # Pushing the whole time, so that the kill lands on pushes in flight; two more after the restart.
+        n = after = 0
+        while after < 2:
+            n += 1
             await push_with_retry(clone, stubs.ingest, 1 + n / 100)
+            pushed[clone.route].append(1 + n / 100)
+            after += restarted.is_set()
 
     pushing = [asyncio.create_task(keep_pushing(c)) for c in clones]
     await asyncio.sleep(1.5)
     stack.kill("ingest")
     await asyncio.sleep(1.0)
     stack.restart("ingest")
+    restarted.set()
     await asyncio.wait_for(asyncio.gather(*pushing), 120)
+    assert sum(c.failed_pushes for c in clones) > 0, "no push was in flight when ingest was killed"
     for clone in clones:
-        await wait_for(lambda c=clone: board_shows(stubs, tokens, c.route, 1.04), f"{clone.route} on the board", 60)
+        last_score = pushed[clone.route][-1]
+        await wait_for(lambda c=clone, s=last_score: board_shows(stubs, tokens, c.route, s), f"{clone.route} shown", 60)
     events = await assert_board_rebuilds(stack, tokens["curator"])
     # Each score reached the log exactly once per route, and the hosted refs are where the log says.
     for clone in clones:
         scores = [m.score for m in payloads(events, "metrics_reported") if m.route == clone.route]
-        assert scores == [1.01, 1.02, 1.03, 1.04], (clone.route, scores)
+        assert scores == pushed[clone.route], (clone.route, scores)
         last = [c.sha for c in payloads(events, "commit_ingested") if c.route == clone.route][-1]
         hosted = subprocess.run(
             ["git", "--git-dir", str(stack.home / "repo.git"), "rev-parse", clone.ref], capture_output=True, text=True
