@@ -12,13 +12,15 @@ The rules, as this module applies them (DESIGN.md "Board rules"):
   MetricsReported, BenchmarkStatusChanged, RouteAdopted; 0 meaning "not given") belongs to that board; any other
   event belongs to the board in force, the highest version whose rules were approved so far (none before the first
   RulesApproved). Old boards stay readable.
-- Ranked: a route's best passing check on that board (source "verified"; an equal score later keeps the earlier) and
+- Ranked: a route's best passing verified check on that board (source "verified"; an equal score later keeps the
+  earlier; verified means judged on the rules' pinned runner at full shapes, so a CPU-profile pass never ranks) and
   its latest report by a maintainer ("reported by maintainer"). Higher scores rank first; ties break on the earlier
   log position. A check counts only when the board's rules accept its verifier version (the rules'
   ``benchmark.verifier_versions`` list or ``benchmark.verifier_version``; rules naming neither accept any); a score
   that is not a finite number never ranks.
 - Listed beside, unranked: a route's latest report by anyone else ("reported") and, while the route's latest counted
-  check failed, that check with its reasons ("failed check").
+  check failed, that check with its reasons ("failed check"), or passed without being verified, that check with why
+  it is not verified ("unverified check").
 - Adopted: the latest RouteAdopted for the route on that board.
 - History: a route's checks, reports and adoption marks on a board are kept as their log positions with what the
   fold decided of each (counted, or why not); GetRoute reads those events back from the log.
@@ -42,7 +44,7 @@ from typing import NamedTuple
 from kernelboard.v1 import events_pb2
 
 # Raise it whenever a change here would fold the same log differently: a stored copy of another version is refolded.
-PROJECTION_VERSION = 1
+PROJECTION_VERSION = 2
 
 NS_PER_DAY = 86_400 * 1_000_000_000
 QUIET_AFTER_NS = 14 * NS_PER_DAY
@@ -52,6 +54,7 @@ VERIFIED = "verified"
 REPORTED_BY_MAINTAINER = "reported by maintainer"
 REPORTED = "reported"
 FAILED_CHECK = "failed check"
+UNVERIFIED_CHECK = "unverified check"
 
 ACTIVE = "active"
 QUIET = "quiet"
@@ -88,6 +91,7 @@ class Entry(NamedTuple):
 COUNTED = 0
 NOT_ACCEPTED = 1  # a check of a verifier version the board's rules do not accept
 NOT_FINITE = 2  # a score that is not a finite number
+NOT_VERIFIED = 3  # a passing check not judged on the pinned runner at full shapes (e.g. a CPU profile)
 
 
 class Record(NamedTuple):
@@ -131,7 +135,7 @@ class RouteOnBoard:
         self.checks = 0
         self.checks_passed = 0
         self.reports = 0
-        self.history = array("q")  # position * 4 + COUNTED | NOT_ACCEPTED | NOT_FINITE, in log order
+        self.history = array("q")  # position * 4 + COUNTED | NOT_ACCEPTED | NOT_FINITE | NOT_VERIFIED
 
 
 class Card(NamedTuple):
@@ -365,6 +369,12 @@ def _on_check_completed(state: State, event, payload, actor: str, position: int,
         code = NOT_ACCEPTED
     elif passed and not _isfinite(score):
         code = NOT_FINITE
+    elif passed and not payload.verified:
+        code = NOT_VERIFIED
+        reason = "; ".join(payload.not_verified_because) or "the check passed but is not a verified score"
+        on_board.failed = _new(
+            Entry, (UNVERIFIED_CHECK, score, *_check_details(payload, reason, position, ns, verifier_version))
+        )
     elif passed:
         on_board.checks_passed += 1
         on_board.failed = None
@@ -477,6 +487,8 @@ def history_record(board: Board, code: int, event: events_pb2.Event) -> Record:
     note = ""
     if code == NOT_FINITE:
         note = "the score is not a finite number"
+    elif code == NOT_VERIFIED:
+        note = "passed, not verified: " + "; ".join(event.check_completed.not_verified_because)
     elif code == NOT_ACCEPTED:
         version = event.verifier_version
         judged_by = f"verifier version {version}" if version else "a check without a verifier version"

@@ -34,7 +34,10 @@ def envelope(position: int, payload, *, actor: str = "curator", at_ns: int | Non
 def rules_json(version: int, *, verifier_versions=None, status: str | None = None) -> str:
     rules = json.loads(RULES_PATH.read_text())
     rules["benchmark"]["version"] = version
-    if verifier_versions is not None:
+    # None: rules that name no verifier versions (written before the field existed), which accept any.
+    if verifier_versions is None:
+        rules["benchmark"].pop("verifier_versions", None)
+    else:
         rules["benchmark"]["verifier_versions"] = list(verifier_versions)
     if status is not None:
         rules["benchmark"]["status"] = status
@@ -47,7 +50,8 @@ def rules(version: int, **kwargs):
     )
 
 
-def check(route: str, version: int, *, passed: bool, score: float, reasons=(), check_id: str = "c"):
+def check(route: str, version: int, *, passed: bool, score: float, reasons=(), check_id: str = "c", verified=None):
+    """A check on the pinned runner: a pass is verified unless ``verified=False`` says otherwise."""
     return events_pb2.CheckCompleted(
         check_id=check_id,
         check_name="verify",
@@ -59,7 +63,9 @@ def check(route: str, version: int, *, passed: bool, score: float, reasons=(), c
         score=score,
         cost=1.5,
         benchmark_version=version,
-        runner="NVIDIA H200",
+        runner="NVIDIA H200" if verified is not False else "cpu",
+        verified=passed if verified is None else verified,
+        not_verified_because=[] if verified is not False else ["runner cpu is not the pinned NVIDIA H200"],
     )
 
 

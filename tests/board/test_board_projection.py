@@ -161,3 +161,19 @@ def test_events_before_any_rules_without_a_version_place_nothing():
     assert state.boards == {} and state.routes["early"].owner == "alice"
     assert views.route_view(state, "early").owner == "alice"
     assert views.route_view(state, "never") is None
+
+
+def test_a_pass_that_is_not_verified_is_listed_beside_with_why_and_never_ranks():
+    state, view = board_of(
+        log(
+            rules(1),
+            check("cpu-only", 1, passed=True, score=0.5, verified=False),
+            check("gpu", 1, passed=True, score=1.2),
+            check("gpu", 1, passed=True, score=9.0, verified=False),
+        )
+    )
+    assert [(e.route, e.score, e.source) for e in view.ranked] == [("gpu", 1.2, "verified")]
+    assert [(e.route, e.source, e.reason) for e in view.listed_beside] == [
+        ("cpu-only", "unverified check", "runner cpu is not the pinned NVIDIA H200"),
+        ("gpu", "unverified check", "runner cpu is not the pinned NVIDIA H200"),
+    ]
