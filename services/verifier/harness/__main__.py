@@ -1,0 +1,5 @@
+import sys
+
+from services.verifier.harness.main import main
+
+sys.exit(main())

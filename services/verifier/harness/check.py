@@ -1,0 +1,168 @@
+"""A whole check: every problem of the rules over one route directory, and the metrics file the rules name."""
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+from services.verifier.harness import VERIFIER_VERSION, integrity
+from services.verifier.harness.rules import RulesFileError, load_harness_rules
+from services.verifier.harness.static_scan import scan_route
+from services.verifier.harness.verify import (
+    Context,
+    CouldNotRun,
+    ProblemResult,
+    make_kit,
+    release_memory,
+    verify_problem,
+)
+
+
+def geometric_mean(values: list[float]) -> float:
+    if not values:
+        return 0.0
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def score_of(results: list[ProblemResult]) -> float:
+    """Geometric mean of the speed-ups; a problem not submitted, or never timed because it failed, counts as 1."""
+    return geometric_mean([r.speedup if r.submitted and r.speedup > 0 else 1.0 for r in results])
+
+
+def rules_commit_of(rules_path: Path) -> str:
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(rules_path.parent), "log", "-1", "--format=%H", "--", rules_path.name],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def _versions() -> dict:
+    try:
+        import triton
+
+        triton_version = triton.__version__
+    except ImportError:
+        triton_version = None
+    return {"torch": torch.__version__, "triton": triton_version, "cuda": torch.version.cuda}
+
+
+def run_check(
+    route_dir: str | Path,
+    rules_path: str | Path,
+    *,
+    rules_commit: str | None = None,
+    shapes: str = "full",
+    only: list[str] | None = None,
+    device: str | None = None,
+    skip_static: bool = False,
+) -> dict:
+    """Judge a route directory; returns the metrics document. Raises CouldNotRun when it cannot judge here."""
+    started = integrity.perf_counter()
+    rules_path = Path(rules_path)
+    try:
+        rules = load_harness_rules(rules_path)
+    except RulesFileError as err:
+        raise CouldNotRun(str(err)) from err
+    route_dir = Path(route_dir)
+    if not route_dir.is_dir():
+        raise CouldNotRun(f"route directory {route_dir} does not exist")
+    if shapes not in ("full", "smoke"):
+        raise CouldNotRun(f"--shapes must be full or smoke, not {shapes!r}")
+    device_name = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if device_name == "cuda" and not torch.cuda.is_available():
+        raise CouldNotRun("--device cuda asked for, but torch sees no CUDA device here")
+    if device_name not in ("cuda", "cpu"):
+        raise CouldNotRun(f"--device must be cuda or cpu, not {device_name!r}")
+    if shapes == "full" and device_name == "cpu":
+        raise CouldNotRun("full shapes need a GPU (several GB per problem); use --shapes smoke for the CPU profile")
+    unknown = sorted(set(only or ()) - set(rules.kernels))
+    if unknown:
+        raise CouldNotRun(f"--only names problems the rules do not list: {', '.join(unknown)}")
+    problem_ids = [pid for pid in rules.kernels if not only or pid in only]
+
+    torch_device = torch.device(device_name)
+    kit = make_kit(torch_device, rules)
+    scans = scan_route(route_dir)
+    problem_files = {f"{pid}.py" for pid in rules.kernels}
+    shared_scans = [scan for rel, scan in scans.items() if rel not in problem_files]
+    snapshot = integrity.Snapshot(integrity.harness_modules())
+    sys.path.insert(0, str(route_dir.resolve()))
+    results = []
+    try:
+        for pid in problem_ids:
+            route_file = route_dir / f"{pid}.py"
+            own_scan = [scans[f"{pid}.py"]] if f"{pid}.py" in scans else []
+            results.append(
+                verify_problem(
+                    Context(rules, shapes, torch_device, kit, snapshot, route_dir),
+                    pid,
+                    route_file if route_file.is_file() else None,
+                    own_scan + shared_scans,
+                    skip_static,
+                )
+            )
+            release_memory(torch_device)
+            done = results[-1]
+            print(  # progress on stderr, so that a check stopped by its time limit still shows how far it got
+                f"kb verify: {pid} passed={done.passed} speedup={done.speedup:.4f} ref_ms={done.reference_ms:.3f} "
+                f"cand_ms={done.candidate_ms:.3f} at {integrity.perf_counter() - started:.1f} s",
+                file=sys.stderr,
+                flush=True,
+            )
+    finally:
+        sys.path.remove(str(route_dir.resolve()))
+    wall_s = integrity.perf_counter() - started
+
+    reasons = [f"{r.id}: {v}" for r in results for v in r.violations]
+    passed = not reasons
+    unverified = []
+    if kit.profile != "gpu":
+        unverified.append("CPU profile: correctness and guardrails checked, times from a host timer")
+    elif kit.runner != rules.runner_gpu:
+        unverified.append(f"runner {kit.runner!r} is not the pinned GPU {rules.runner_gpu!r}")
+    if shapes != "full":
+        unverified.append(f"{shapes} shapes, not the benchmark's full shapes")
+    if any("kernel_check" in r.details for r in results):
+        unverified.append("the profiler saw no kernels, so launched kernels were not classified")
+    if skip_static:
+        unverified.append("static pass skipped (--skip-static, for testing the dynamic defenses)")
+    if len(problem_ids) != len(rules.kernels):
+        unverified.append(f"only {', '.join(problem_ids)} judged (--only)")
+    return {
+        "verifier_version": VERIFIER_VERSION,
+        "benchmark_version": rules.benchmark_version,
+        "passed": passed,
+        "verified": passed and not unverified,
+        "not_verified_because": unverified,
+        "reasons": reasons,
+        "score": score_of(results),
+        "cost": wall_s if kit.profile == "gpu" else 0.0,
+        "wall_s": wall_s,
+        "subtasks": [r.subtask() for r in results],
+        "details": {r.id: r.details for r in results},
+        "runner": kit.runner,
+        "profile": kit.profile,
+        "timer": kit.timer,
+        "shapes": shapes,
+        "rules_commit": rules_commit or rules_commit_of(rules_path),
+        "rules_file": str(rules_path),
+        "route_dir": str(route_dir),
+        "guardrails": {
+            "atol": rules.atol,
+            "rtol": rules.rtol,
+            "random_inputs": rules.random_inputs,
+            "runs": rules.runs if kit.profile == "gpu" else min(rules.runs, 20),
+            "warmup_runs": rules.warmup_runs,
+            "l2_flush_bytes": kit.flush_bytes,
+            "persisting_l2_reset": kit.persisting_reset,
+        },
+        **_versions(),
+    }

@@ -1,0 +1,158 @@
+"""What differs between the GPU and the CPU profile: synchronisation, the L2 flush, the persisting-L2 reset,
+poisoning freed memory, and the timer.
+
+GPU: CUDA events on the current stream, bounded by device-wide synchronisation, with the host clock read around the
+same interval as a cross-check (class 5: work on a side stream shows in the wall time but not in the events).
+CPU profile (CI, smoke shapes): a host timer; its numbers are indicative only and never a verified score.
+"""
+
+import ctypes
+import math
+from dataclasses import dataclass
+
+import torch
+
+from services.verifier.harness import integrity
+
+# Unlikely as a real result, finite so it never hides behind NaN handling: unwritten output elements show as this.
+POISON = -1.2345678e37
+MIN_FLUSH_BYTES = 256 << 20  # BENCHMARK.md's floors were measured with a 256 MB flush
+
+
+@dataclass
+class Timing:
+    device_ms: list[float]  # CUDA-event (GPU) or host-timer (CPU) time of each run
+    wall_ms: list[float]  # synchronize-bounded host time of the same runs
+
+    @staticmethod
+    def median(values: list[float]) -> float:
+        ordered = sorted(values)
+        mid = len(ordered) // 2
+        return ordered[mid] if len(ordered) % 2 else 0.5 * (ordered[mid - 1] + ordered[mid])
+
+
+_CU_LIMIT_PERSISTING_L2_CACHE_SIZE = 0x06
+
+
+def _cuda_driver():
+    """The CUDA driver library (always there where a GPU works); its calls act on torch's current primary context."""
+    try:
+        return ctypes.CDLL("libcuda.so.1"), "driver cuCtxResetPersistingL2Cache (libcuda.so.1)"
+    except OSError as err:
+        return None, f"unavailable: {err}"
+
+
+class GpuKit:
+    profile = "gpu"
+    timer = "cuda-events"
+
+    def __init__(self, device: torch.device, l2_flush: bool):
+        self.device = device
+        torch.cuda.init()
+        props = torch.cuda.get_device_properties(device)
+        self.runner = torch.cuda.get_device_name(device)
+        self.l2_bytes = int(getattr(props, "L2_cache_size", 0) or 0)
+        flush_bytes = max(MIN_FLUSH_BYTES, 2 * self.l2_bytes) if l2_flush else 0
+        self.flush_buffer = torch.empty(flush_bytes // 4, dtype=torch.float32, device=device) if flush_bytes else None
+        self.flush_bytes = flush_bytes
+        torch.cuda.synchronize(device)
+        self._driver, self.persisting_reset = _cuda_driver()
+        if self._driver is not None:
+            status = self._driver.cuCtxResetPersistingL2Cache()
+            if status != 0:  # CUresult: the reset is unsupported here; the flush alone has to do
+                self._driver, self.persisting_reset = None, f"unavailable: cuCtxResetPersistingL2Cache -> {status}"
+        self.clear_persisting_limit()
+
+    def sync(self):
+        integrity.cuda_synchronize(self.device)
+
+    def prepare_run(self):
+        """Before every timed run: drain the device, evict L2, drop any persisting-L2 lines."""
+        self.sync()
+        if self.flush_buffer is not None:
+            self.flush_buffer.fill_(1.0)
+        if self._driver is not None:
+            self._driver.cuCtxResetPersistingL2Cache()
+        self.sync()
+
+    def persisting_limit(self) -> int:
+        """Bytes of L2 set aside for persisting accesses; a route that reserves any is after class 7."""
+        if self._driver is None:
+            return 0
+        value = ctypes.c_size_t(0)
+        status = self._driver.cuCtxGetLimit(ctypes.byref(value), ctypes.c_int(_CU_LIMIT_PERSISTING_L2_CACHE_SIZE))
+        return int(value.value) if status == 0 else 0
+
+    def clear_persisting_limit(self):
+        if self._driver is not None:
+            self._driver.cuCtxSetLimit(ctypes.c_int(_CU_LIMIT_PERSISTING_L2_CACHE_SIZE), ctypes.c_size_t(0))
+
+    def poison_free_memory(self, nbytes: int, blocks: int = 2):
+        """Leave freed blocks of the output's size full of POISON in the caching allocator, so that output memory the
+        candidate allocates but never writes shows as POISON instead of an old answer."""
+        numel = max(1, math.ceil(nbytes / 4))
+        held = [torch.full((numel,), POISON, dtype=torch.float32, device=self.device) for _ in range(blocks)]
+        self.sync()
+        del held
+
+    def time_runs(self, call, runs: int, before_run) -> tuple[Timing, list]:
+        """``before_run(i)`` runs untimed; returns timings and ``call(i)``'s results where it returns non-None."""
+        starts = [integrity.cuda_event(enable_timing=True) for _ in range(runs)]
+        ends = [integrity.cuda_event(enable_timing=True) for _ in range(runs)]
+        wall, kept = [], []
+        for i in range(runs):
+            before_run(i)
+            self.prepare_run()
+            t0 = integrity.perf_counter()
+            starts[i].record()
+            result = call(i)
+            ends[i].record()
+            self.sync()
+            wall.append((integrity.perf_counter() - t0) * 1e3)
+            if result is not None:
+                kept.append(result)
+            del result
+        return Timing([integrity.cuda_elapsed(s, e) for s, e in zip(starts, ends, strict=True)], wall), kept
+
+
+class CpuKit:
+    profile = "cpu"
+    timer = "host"
+    runner = "cpu"
+    flush_bytes = 0
+    persisting_reset = "not applicable (CPU profile)"
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        # One intra-op thread: on a shared 2-core CI machine, spinning thread pools make host timings 10x noisier.
+        torch.set_num_threads(1)
+
+    def sync(self):
+        pass
+
+    def persisting_limit(self) -> int:
+        return 0
+
+    def clear_persisting_limit(self):
+        pass
+
+    def prepare_run(self):
+        pass
+
+    def poison_free_memory(self, nbytes: int, blocks: int = 2):
+        # The host allocator often hands a just-freed chunk back for the next request of the same size.
+        numel = max(1, math.ceil(nbytes / 4))
+        held = [torch.full((numel,), POISON, dtype=torch.float32) for _ in range(blocks)]
+        del held
+
+    def time_runs(self, call, runs: int, before_run) -> tuple[Timing, list]:
+        times, kept = [], []
+        for i in range(runs):
+            before_run(i)
+            t0 = integrity.perf_counter()
+            result = call(i)
+            times.append((integrity.perf_counter() - t0) * 1e3)
+            if result is not None:
+                kept.append(result)
+            del result
+        return Timing(times, list(times)), kept

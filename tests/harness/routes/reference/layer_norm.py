@@ -1,0 +1,3 @@
+"""The reference itself as a route: speed-ups of about 1, every guardrail must hold."""
+
+from kernels.problems.layer_norm import Model as ModelNew  # noqa: F401
