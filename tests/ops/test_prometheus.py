@@ -160,10 +160,12 @@ def used_metrics() -> set[str]:
     return {name for text in texts for name in re.findall(r"\bkb_[a-z0-9_]+\b", text)}
 
 
-@pytest.mark.parametrize("area", ["common", *AREAS])
+# The services on this branch (all four once merged): each one's metrics are checked against its own code.
+PRESENT = [area for area in AREAS if (REPO / "services" / area / "server.py").exists()]
+
+
+@pytest.mark.parametrize("area", ["common", *PRESENT])
 def test_rules_and_panels_use_only_metrics_the_services_define(area):
-    if area != "common" and not (REPO / "services" / area / "server.py").exists():
-        pytest.skip(f"services/{area} is not on this branch yet")
     used = {name for name in used_metrics() if area_of(name) == area}
     assert used, f"no rule or panel watches {area}"
     undefined = used - defined_metrics().get(area, set())
