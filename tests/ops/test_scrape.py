@@ -9,6 +9,7 @@ the committed job names and rule file are the ones exercised.
 import asyncio
 import json
 import os
+import random
 import secrets
 import signal
 import socket
@@ -18,6 +19,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
@@ -41,12 +43,23 @@ OWN_METRIC = {
 }
 DEADLINE_S = 45
 PSQL = ["psql", "-h", "127.0.0.1", "-U", "root", "-d", "postgres", "-v", "ON_ERROR_STOP=1", "-q", "-c"]
+# Start failures caused by the machine, not by the service: another process took the port between our choice and the
+# bind, or other test suites hold PostgreSQL's connections. A process failing so is started again (bounded).
+MACHINE_FAILURES = ("Address already in use", "too many clients already")
+START_ATTEMPTS = 3
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A free port below the kernel's ephemeral range, so that no outgoing connection takes it before the bind."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    while True:
+        port = random.randrange(20000, low)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("0.0.0.0", port))
+            except OSError:
+                continue
+            return port
 
 
 def http_get(url: str, timeout: float = 2.0) -> bytes:
@@ -78,14 +91,62 @@ async def delete_stream(name: str) -> None:
         await nc.close()
 
 
+@dataclass
+class Running:
+    name: str
+    process: subprocess.Popen
+    grpc_port: int | None
+    metrics_port: int
+    log: Path
+
+    def metrics(self) -> str:
+        if self.process.poll() is not None:
+            raise ProcessExited(self)
+        return http_get(f"http://127.0.0.1:{self.metrics_port}/metrics").decode()
+
+
+class ProcessExited(Exception):
+    def __init__(self, running: Running):
+        self.running = running
+        self.output = running.log.read_text(errors="replace")
+        super().__init__(f"{running.name} exited {running.process.returncode}:\n{self.output[-3000:]}")
+
+
+def launch(name: str, env: dict, directory: Path, deadline: float) -> Running:
+    """Starts one process on fresh ports and waits until its /metrics shows its own metric."""
+    for attempt in range(1, START_ATTEMPTS + 1):
+        grpc_port, metrics_port = (None if name == "relay" else free_port()), free_port()
+        if name == "relay":
+            command = [sys.executable, "-m", "services.common.relay", "--metrics-port", str(metrics_port)]
+        else:
+            command = [sys.executable, "-m", "tests.ops.run_service", name, str(grpc_port), str(metrics_port)]
+        log = directory / f"{name}.{attempt}.log"
+        process = subprocess.Popen(
+            command, cwd=REPO, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True
+        )
+        running = Running(name, process, grpc_port, metrics_port, log)
+        try:
+            shown = OWN_METRIC[name]
+            wait_for(f"{name}'s /metrics to show {shown}", lambda r=running, m=shown: m in r.metrics(), deadline)
+            return running
+        except ProcessExited as exited:
+            if attempt == START_ATTEMPTS or not any(cause in exited.output for cause in MACHINE_FAILURES):
+                pytest.fail(str(exited))
+            print(f"{name}: start {attempt} failed on the machine ({exited.output.strip().splitlines()[-1]}); again")
+            time.sleep(1)
+        except BaseException:
+            stop(process)
+            raise
+    raise AssertionError("unreachable")
+
+
 @pytest.fixture
 def stack(tmp_path):
-    """The four services and the relay, each its own process on free ports, on a database and stream of their own."""
+    """The four services and the relay, each its own process on free ports, on a database and stream of their own;
+    returned once each one's /metrics answers."""
     suffix = secrets.token_hex(4)
     database, stream = f"kb_test_ops_{suffix}", f"KB_EVENTS_OPS_{suffix.upper()}"
     subprocess.run([*PSQL, f"CREATE DATABASE {database}"], check=True, timeout=30)
-    ports = {s: (free_port(), free_port()) for s in SERVICES}
-    ports["relay"] = (None, free_port())
     env = {
         **os.environ,
         "PYTHONPATH": f"{REPO}:{REPO / 'protos'}",
@@ -94,30 +155,24 @@ def stack(tmp_path):
         "KB_HOME": str(tmp_path / "home"),
         "KB_EVENTS_STREAM": stream,
         "KB_EVENTS_SUBJECT_PREFIX": f"kbtest.ops{suffix}",
-        "KB_INGEST_ADDR": f"127.0.0.1:{ports['ingest'][0]}",
         "KB_VERIFIER_DEVICE": "cpu",
     }
     env.pop("KB_SCHEDULER_PORT", None)
     env.pop("KB_SCHEDULER_METRICS_PORT", None)
-    processes = {}
+    deadline = time.monotonic() + DEADLINE_S
+    running: dict[str, Running] = {}
     try:
-        for service in SERVICES:
-            grpc_port, metrics_port = ports[service]
-            command = [sys.executable, "-m", "tests.ops.run_service", service, str(grpc_port), str(metrics_port)]
-            processes[service] = start(command, env, tmp_path / f"{service}.log")
-        relay = [sys.executable, "-m", "services.common.relay", "--metrics-port", str(ports["relay"][1])]
-        processes["relay"] = start(relay, env, tmp_path / "relay.log")
-        yield {name: (processes[name], *ports[name], tmp_path / f"{name}.log") for name in processes}
+        # Ingest first: the scheduler is told where it is.
+        for name in [*SERVICES, "relay"]:
+            if name == "scheduler" and "ingest" in running:
+                env["KB_INGEST_ADDR"] = f"127.0.0.1:{running['ingest'].grpc_port}"
+            running[name] = launch(name, env, tmp_path, deadline)
+        yield running
     finally:
-        for process in processes.values():
-            stop(process)
+        for each in running.values():
+            stop(each.process)
         subprocess.run([*PSQL, f"DROP DATABASE IF EXISTS {database} WITH (FORCE)"], timeout=30)
         asyncio.run(delete_stream(stream))
-
-
-def start(command, env, log_path: Path) -> subprocess.Popen:
-    log = log_path.open("wb")
-    return subprocess.Popen(command, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
 
 def stop(process: subprocess.Popen) -> None:
@@ -156,22 +211,14 @@ def test_a_real_prometheus_scrapes_every_service_and_promtool_accepts_their_metr
     deadline = time.monotonic() + DEADLINE_S
     print(f"scraped: {', '.join(stack)}")
 
-    def metrics_of(name):
-        process, _, port, log = stack[name]
-        if process.poll() is not None:
-            pytest.fail(f"{name} exited {process.returncode}:\n{log.read_text()[-3000:]}")
-        return http_get(f"http://127.0.0.1:{port}/metrics").decode()
-
-    for name in stack:
-        shown = OWN_METRIC[name]
-        wait_for(f"{name}'s /metrics to show {shown}", lambda n=name, m=shown: m in metrics_of(n), deadline)
     # The call Kubernetes' grpc probe makes (service ""): SERVING, and counted in kb_grpc_requests_total.
     for name in SERVICES:
-        with grpc.insecure_channel(f"127.0.0.1:{stack[name][1]}") as channel:
-            reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=""), timeout=5)
+        with grpc.insecure_channel(f"127.0.0.1:{stack[name].grpc_port}") as channel:
+            request = health_pb2.HealthCheckRequest(service="")
+            reply = health_pb2_grpc.HealthStub(channel).Check(request, timeout=10, wait_for_ready=True)
         assert reply.status == health_pb2.HealthCheckResponse.SERVING, name
 
-    config = prometheus_config({name: port for name, (_, _, port, _) in stack.items()}, tmp_path)
+    config = prometheus_config({name: each.metrics_port for name, each in stack.items()}, tmp_path)
     port = free_port()
     server = subprocess.Popen(
         [
@@ -211,8 +258,8 @@ def test_a_real_prometheus_scrapes_every_service_and_promtool_accepts_their_metr
     finally:
         stop(server)
 
-    for name in stack:
-        body = metrics_of(name)
+    for name, each in stack.items():
+        body = each.metrics()
         check = subprocess.run([promtool, "check", "metrics"], input=body, capture_output=True, text=True, timeout=30)
         assert check.returncode == 0 and not (check.stdout + check.stderr).strip(), (
             f"promtool check metrics on {name}'s /metrics:\n{check.stdout}{check.stderr}"
