@@ -44,9 +44,10 @@ OWN_METRIC = {
 DEADLINE_S = 45
 PSQL = ["psql", "-h", "127.0.0.1", "-U", "root", "-d", "postgres", "-v", "ON_ERROR_STOP=1", "-q", "-c"]
 # Start failures caused by the machine, not by the service: another process took the port between our choice and the
-# bind, or other test suites hold PostgreSQL's connections. A process failing so is started again (bounded).
+# bind, or other test suites hold PostgreSQL's connections. A process failing so is started again, a few times, with
+# a growing pause.
 MACHINE_FAILURES = ("Address already in use", "too many clients already")
-START_ATTEMPTS = 3
+START_ATTEMPTS = 4
 
 
 def free_port() -> int:
@@ -133,7 +134,7 @@ def launch(name: str, env: dict, directory: Path, deadline: float) -> Running:
             if attempt == START_ATTEMPTS or not any(cause in exited.output for cause in MACHINE_FAILURES):
                 pytest.fail(str(exited))
             print(f"{name}: start {attempt} failed on the machine ({exited.output.strip().splitlines()[-1]}); again")
-            time.sleep(1)
+            time.sleep(2 * attempt)
         except BaseException:
             stop(process)
             raise
