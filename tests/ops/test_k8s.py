@@ -230,6 +230,7 @@ def test_postgresql_is_a_statefulset_in_dev_and_a_cloudnativepg_cluster_in_prod(
         cluster = find(objects, "Cluster", "kernelboard-db")
         assert cluster["apiVersion"] == "postgresql.cnpg.io/v1"
         assert cluster["spec"]["instances"] == 3
+        assert int(cluster["spec"]["postgresql"]["parameters"]["max_connections"]) >= 200
         assert cluster["spec"]["inheritedMetadata"]["labels"]["kernelboard.io/role"] == "database"
         assert cluster["spec"]["backup"]["barmanObjectStore"]["destinationPath"]
         assert not [o for o in objects if o["kind"] == "StatefulSet" and o["metadata"]["name"] == "kernelboard-db"]
