@@ -185,6 +185,13 @@ def test_scienceslack_json_is_the_repository_file(rendered):
     assert any(v.get("configMap", {}).get("name") == config["metadata"]["name"] for v in scheduler["volumes"])
 
 
+def test_the_grafana_dashboard_ships_as_a_configmap_from_deploy_grafana(rendered):
+    _, _, objects = rendered
+    config = next(o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"].startswith("grafana-"))
+    assert config["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert config["data"]["kernelboard.json"] == (REPO / "deploy/grafana/kernelboard.json").read_text()
+
+
 def test_the_scheduler_gets_slurm_conf_and_the_munge_key_from_secrets(rendered):
     _, _, objects = rendered
     pod = find(objects, "Deployment", "scheduler")["spec"]["template"]["spec"]
