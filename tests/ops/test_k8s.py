@@ -19,8 +19,9 @@ OVERLAYS = ("dev", "prod")
 SERVICES = {"ingest": (50051, 9101), "scheduler": (50052, 9102), "verifier": (50053, 9103), "board": (50054, 9104)}
 # Custom resources kubernetes-validate has no schema for: checked here by their fields instead.
 CRD_KINDS = {"dev": {"ServiceMonitor"}, "prod": {"ServiceMonitor", "Cluster", "ScheduledBackup"}}
-# The oldest version the manifests need (native sidecars, grpc probes) and the newest kubernetes-validate knows.
-K8S_VERSIONS = ("1.29.0", "1.37.0")
+# The oldest version the manifests need (native sidecars, grpc probes, appArmorProfile) and the newest
+# kubernetes-validate knows.
+K8S_VERSIONS = ("1.30.0", "1.37.0")
 
 
 def render(overlay: str, *, restrictor: str = "LoadRestrictionsNone") -> subprocess.CompletedProcess:
@@ -211,6 +212,9 @@ def test_the_verifier_runs_on_gpu_nodes_in_prod_and_scales_on_its_queue(rendered
     pod = deployment["spec"]["template"]["spec"]
     limits = pod["containers"][0]["resources"]["limits"]
     env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+    # What the check sandbox's unshare and mounts need (services/verifier/sandbox_setup.sh runs as root).
+    security = pod["containers"][0]["securityContext"]
+    assert security["capabilities"]["add"] == ["SYS_ADMIN"] and security["runAsUser"] == 0
     if overlay == "prod":
         assert limits["nvidia.com/gpu"] == 1
         assert pod["nodeSelector"] == {"nvidia.com/gpu.present": "true"}

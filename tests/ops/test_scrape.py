@@ -251,6 +251,11 @@ def test_a_real_prometheus_scrapes_every_service_and_promtool_accepts_their_metr
         for name, metric in expected:
             selector = f'{metric}{{job="{name}"}}'
             wait_for(f"{selector} in Prometheus", lambda q=selector: query(base, q), deadline)
+        # Every dashboard query runs on the live series (promtool only parses them).
+        dashboard = json.loads((REPO / "deploy/grafana/kernelboard.json").read_text())
+        for panel in (p for p in dashboard["panels"] if p["type"] != "row"):
+            for target in panel["targets"]:
+                query(base, target["expr"].replace("$__rate_interval", "1m"))
         # The alert rules load and evaluate on these series without error.
         declared = yaml.safe_load((REPO / "deploy/prometheus/alerts.yml").read_text())["groups"]
         loaded = [r for g in json.loads(http_get(f"{base}/api/v1/rules"))["data"]["groups"] for r in g["rules"]]
