@@ -22,6 +22,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+import asyncpg
 import grpc
 import nats
 import pytest
@@ -42,7 +43,9 @@ OWN_METRIC = {
     "relay": "kb_relay_lag_events",
 }
 DEADLINE_S = 45
-PSQL = ["psql", "-h", "127.0.0.1", "-U", "root", "-d", "postgres", "-v", "ON_ERROR_STOP=1", "-q", "-c"]
+# The real servers the tests use (the same overrides as the other suites' conftest).
+SERVER_URL = os.environ.get("KB_TEST_POSTGRES_URL", "postgresql://root@127.0.0.1:5432")
+NATS_URL = os.environ.get("KB_TEST_NATS_URL", "nats://127.0.0.1:4222")
 # Start failures caused by the machine, not by the service: another process took the port between our choice and the
 # bind, or other test suites hold PostgreSQL's connections. A process failing so is started again, a few times, with
 # a growing pause.
@@ -82,8 +85,16 @@ def wait_for(what: str, check, deadline: float):
     pytest.fail(f"timed out waiting for {what} (last error: {last_error!r})")
 
 
+async def admin_sql(statement: str) -> None:
+    conn = await asyncpg.connect(f"{SERVER_URL}/postgres")
+    try:
+        await conn.execute(statement)
+    finally:
+        await conn.close()
+
+
 async def delete_stream(name: str) -> None:
-    nc = await nats.connect("nats://127.0.0.1:4222")
+    nc = await nats.connect(NATS_URL)
     try:
         await nc.jetstream().delete_stream(name)
     except nats.js.errors.NotFoundError:
@@ -147,12 +158,12 @@ def stack(tmp_path):
     returned once each one's /metrics answers."""
     suffix = secrets.token_hex(4)
     database, stream = f"kb_test_ops_{suffix}", f"KB_EVENTS_OPS_{suffix.upper()}"
-    subprocess.run([*PSQL, f"CREATE DATABASE {database}"], check=True, timeout=30)
+    asyncio.run(admin_sql(f'CREATE DATABASE "{database}"'))
     env = {
         **os.environ,
         "PYTHONPATH": f"{REPO}:{REPO / 'protos'}",
-        "KB_DATABASE_URL": f"postgresql://root@127.0.0.1:5432/{database}",
-        "KB_NATS_URL": "nats://127.0.0.1:4222",
+        "KB_DATABASE_URL": f"{SERVER_URL}/{database}",
+        "KB_NATS_URL": NATS_URL,
         "KB_HOME": str(tmp_path / "home"),
         "KB_EVENTS_STREAM": stream,
         "KB_EVENTS_SUBJECT_PREFIX": f"kbtest.ops{suffix}",
@@ -172,7 +183,7 @@ def stack(tmp_path):
     finally:
         for each in running.values():
             stop(each.process)
-        subprocess.run([*PSQL, f"DROP DATABASE IF EXISTS {database} WITH (FORCE)"], timeout=30)
+        asyncio.run(admin_sql(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)'))
         asyncio.run(delete_stream(stream))
 
 
