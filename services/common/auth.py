@@ -33,6 +33,7 @@ _TOKEN_RE = re.compile(r"^kb_[A-Za-z0-9_-]{43}$")
 _HASH_RE = re.compile(r"^[0-9a-f]{64}$")
 _NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
 _PERSON_RE = re.compile(rf"^{_NAME}$")
+_SERVICE_RE = re.compile(rf"^system:{_NAME}$")  # service identities, e.g. system:scheduler
 _AGENT_RE = re.compile(rf"^({_NAME})/{_NAME}$")
 
 PERSON, AGENT, SERVICE = (
@@ -116,7 +117,7 @@ def check_principal(name: str, kind: int, owner: str, role: int) -> tuple[str, i
         return owner, None
     if kind not in (PERSON, SERVICE):
         raise ValueError(f"unknown principal kind {kind}")
-    if not _PERSON_RE.match(name):
+    if not _PERSON_RE.match(name) and not (kind == SERVICE and _SERVICE_RE.match(name)):
         raise ValueError(f"name {name!r} must be letters, digits, . _ - (max 64), starting with a letter or digit")
     if owner not in ("", name):
         raise ValueError(f"only agents have an owner; {name!r} is a {KIND_NAMES[kind]}")

@@ -152,6 +152,7 @@ async def start_server(
     pool=None,
     interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
     open_methods: Iterable[str] = (),
+    options: Sequence[tuple[str, int | str]] = (),
 ) -> StartedServer:
     """Build and start the server; ``port=0`` binds any free port. Returns ``StartedServer`` (``server, port``).
 
@@ -167,7 +168,8 @@ async def start_server(
         chain.append(AuthInterceptor(pool, open_methods=DEFAULT_OPEN_METHODS | set(open_methods)))
     chain.extend(interceptors)
     # No SO_REUSEPORT: a second copy of a service on the same port must fail, not silently share its traffic.
-    server = grpc.aio.server(interceptors=chain, options=[("grpc.so_reuseport", 0)])
+    # options: e.g. ingest's larger grpc.max_receive_message_length for pushed bundles.
+    server = grpc.aio.server(interceptors=chain, options=[("grpc.so_reuseport", 0), *options])
     names = list(add_servicers(server))
     health = health_aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
@@ -203,6 +205,7 @@ async def serve(
     host: str = "0.0.0.0",
     grace: float = DEFAULT_GRACE_S,
     open_methods: Iterable[str] = (),
+    options: Sequence[tuple[str, int | str]] = (),
 ) -> None:
     """Run a service until SIGTERM or SIGINT, then shut down gracefully (see the module doc)."""
     try:
@@ -210,7 +213,14 @@ async def serve(
     except OSError as err:
         raise OSError(f"{service}: cannot serve /metrics on port {metrics_port}: {err}") from None
     started = await start_server(
-        service, add_servicers, port=port, host=host, pool=pool, interceptors=interceptors, open_methods=open_methods
+        service,
+        add_servicers,
+        port=port,
+        host=host,
+        pool=pool,
+        interceptors=interceptors,
+        open_methods=open_methods,
+        options=options,
     )
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -4,6 +4,9 @@ from services.verifier.harness.args import add_arguments
 
 
 def register(subparsers) -> None:
+    from services.verifier.checks_cli import register as register_checks
+
+    register_checks(subparsers)
     parser = subparsers.add_parser(
         "verify",
         help="judge a route directory against the 12 problems and write the metrics file",

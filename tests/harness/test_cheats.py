@@ -26,7 +26,7 @@ CHEAT_ROUTES = {
     10: ("c10_ignored_params", "layer_norm"),
     11: ("c11_cpu_numpy", "new_gelu"),
 }
-DYNAMIC_ON_CPU = [1, 2, 3, 4, 8, 9, 10]  # class 6 too, but in its own process (it patches torch)
+DYNAMIC_ON_CPU = [2, 3, 4, 8, 9, 10]  # class 6 too, but in its own process (it patches torch)
 
 
 def _assert_fails_naming(doc: dict, cheat_class: int):
@@ -56,6 +56,17 @@ def test_dynamic_defense_alone_catches_the_cheat(rules_path, cheat_class):
     doc = run_check(CHEATS / directory, rules_path, shapes="smoke", device="cpu", only=[problem_id], skip_static=True)
     _assert_fails_naming(doc, cheat_class)
     assert any("static pass skipped" in why for why in doc["not_verified_because"])
+
+
+def test_reused_memory_fails_on_the_cpu_without_the_static_pass(rules_path):
+    """Class 1 without the static pass: glibc's malloc hands the poisoned block back only sometimes (it depends on what
+    else the process allocated), so on the CPU the unwritten output is caught as poison (class 1) or as a wrong result
+    (class 2). On the GPU the caching allocator returns it every time: bench/harness's H200 runs name class 1."""
+    directory, problem_id = CHEAT_ROUTES[1]
+    doc = run_check(CHEATS / directory, rules_path, shapes="smoke", device="cpu", only=[problem_id], skip_static=True)
+    assert doc["passed"] is False
+    (sub,) = doc["subtasks"]
+    assert any(v.startswith(("class 1 ", "class 2 ")) for v in sub["violations"]), sub["violations"]
 
 
 def test_patching_is_caught_by_the_identity_check_in_its_own_process(tmp_path):

@@ -44,6 +44,36 @@ class BoardStub:
                 request_serializer=kernelboard_dot_v1_dot_board__pb2.ListBoardsRequest.SerializeToString,
                 response_deserializer=kernelboard_dot_v1_dot_board__pb2.ListBoardsReply.FromString,
                 _registered_method=True)
+        self.GetRoute = channel.unary_unary(
+                '/kernelboard.v1.Board/GetRoute',
+                request_serializer=kernelboard_dot_v1_dot_board__pb2.GetBoardRouteRequest.SerializeToString,
+                response_deserializer=kernelboard_dot_v1_dot_board__pb2.BoardRoute.FromString,
+                _registered_method=True)
+        self.GetBenchmark = channel.unary_unary(
+                '/kernelboard.v1.Board/GetBenchmark',
+                request_serializer=kernelboard_dot_v1_dot_board__pb2.GetBenchmarkRequest.SerializeToString,
+                response_deserializer=kernelboard_dot_v1_dot_board__pb2.BenchmarkCard.FromString,
+                _registered_method=True)
+        self.WatchBoard = channel.unary_stream(
+                '/kernelboard.v1.Board/WatchBoard',
+                request_serializer=kernelboard_dot_v1_dot_board__pb2.WatchBoardRequest.SerializeToString,
+                response_deserializer=kernelboard_dot_v1_dot_board__pb2.BoardView.FromString,
+                _registered_method=True)
+        self.Rebuild = channel.unary_unary(
+                '/kernelboard.v1.Board/Rebuild',
+                request_serializer=kernelboard_dot_v1_dot_board__pb2.RebuildBoardRequest.SerializeToString,
+                response_deserializer=kernelboard_dot_v1_dot_board__pb2.RebuildBoardReply.FromString,
+                _registered_method=True)
+        self.AdoptRoute = channel.unary_unary(
+                '/kernelboard.v1.Board/AdoptRoute',
+                request_serializer=kernelboard_dot_v1_dot_board__pb2.AdoptRouteRequest.SerializeToString,
+                response_deserializer=kernelboard_dot_v1_dot_board__pb2.BoardChangeReply.FromString,
+                _registered_method=True)
+        self.SetBenchmarkStatus = channel.unary_unary(
+                '/kernelboard.v1.Board/SetBenchmarkStatus',
+                request_serializer=kernelboard_dot_v1_dot_board__pb2.SetBenchmarkStatusRequest.SerializeToString,
+                response_deserializer=kernelboard_dot_v1_dot_board__pb2.BoardChangeReply.FromString,
+                _registered_method=True)
 
 
 class BoardServicer:
@@ -61,6 +91,48 @@ class BoardServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetRoute(self, request, context):
+        """A route's checks and reports over time, on every board it appears on.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetBenchmark(self, request, context):
+        """"How results are judged": the card of one board.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WatchBoard(self, request, context):
+        """The board now, then again each time it changes (its log_position alone changing is not a change).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Rebuild(self, request, context):
+        """Maintainers: replay the log from position 0 into a fresh projection and swap it in.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AdoptRoute(self, request, context):
+        """Maintainers: mark a route adopted on a board, or withdraw the mark (appends RouteAdopted).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetBenchmarkStatus(self, request, context):
+        """Maintainers: set a board's status: active, saturated, superseded or flawed (appends BenchmarkStatusChanged).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BoardServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -73,6 +145,36 @@ def add_BoardServicer_to_server(servicer, server):
                     servicer.ListBoards,
                     request_deserializer=kernelboard_dot_v1_dot_board__pb2.ListBoardsRequest.FromString,
                     response_serializer=kernelboard_dot_v1_dot_board__pb2.ListBoardsReply.SerializeToString,
+            ),
+            'GetRoute': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetRoute,
+                    request_deserializer=kernelboard_dot_v1_dot_board__pb2.GetBoardRouteRequest.FromString,
+                    response_serializer=kernelboard_dot_v1_dot_board__pb2.BoardRoute.SerializeToString,
+            ),
+            'GetBenchmark': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetBenchmark,
+                    request_deserializer=kernelboard_dot_v1_dot_board__pb2.GetBenchmarkRequest.FromString,
+                    response_serializer=kernelboard_dot_v1_dot_board__pb2.BenchmarkCard.SerializeToString,
+            ),
+            'WatchBoard': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchBoard,
+                    request_deserializer=kernelboard_dot_v1_dot_board__pb2.WatchBoardRequest.FromString,
+                    response_serializer=kernelboard_dot_v1_dot_board__pb2.BoardView.SerializeToString,
+            ),
+            'Rebuild': grpc.unary_unary_rpc_method_handler(
+                    servicer.Rebuild,
+                    request_deserializer=kernelboard_dot_v1_dot_board__pb2.RebuildBoardRequest.FromString,
+                    response_serializer=kernelboard_dot_v1_dot_board__pb2.RebuildBoardReply.SerializeToString,
+            ),
+            'AdoptRoute': grpc.unary_unary_rpc_method_handler(
+                    servicer.AdoptRoute,
+                    request_deserializer=kernelboard_dot_v1_dot_board__pb2.AdoptRouteRequest.FromString,
+                    response_serializer=kernelboard_dot_v1_dot_board__pb2.BoardChangeReply.SerializeToString,
+            ),
+            'SetBenchmarkStatus': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetBenchmarkStatus,
+                    request_deserializer=kernelboard_dot_v1_dot_board__pb2.SetBenchmarkStatusRequest.FromString,
+                    response_serializer=kernelboard_dot_v1_dot_board__pb2.BoardChangeReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -129,6 +231,168 @@ class Board:
             '/kernelboard.v1.Board/ListBoards',
             kernelboard_dot_v1_dot_board__pb2.ListBoardsRequest.SerializeToString,
             kernelboard_dot_v1_dot_board__pb2.ListBoardsReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetRoute(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kernelboard.v1.Board/GetRoute',
+            kernelboard_dot_v1_dot_board__pb2.GetBoardRouteRequest.SerializeToString,
+            kernelboard_dot_v1_dot_board__pb2.BoardRoute.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetBenchmark(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kernelboard.v1.Board/GetBenchmark',
+            kernelboard_dot_v1_dot_board__pb2.GetBenchmarkRequest.SerializeToString,
+            kernelboard_dot_v1_dot_board__pb2.BenchmarkCard.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchBoard(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/kernelboard.v1.Board/WatchBoard',
+            kernelboard_dot_v1_dot_board__pb2.WatchBoardRequest.SerializeToString,
+            kernelboard_dot_v1_dot_board__pb2.BoardView.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Rebuild(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kernelboard.v1.Board/Rebuild',
+            kernelboard_dot_v1_dot_board__pb2.RebuildBoardRequest.SerializeToString,
+            kernelboard_dot_v1_dot_board__pb2.RebuildBoardReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AdoptRoute(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kernelboard.v1.Board/AdoptRoute',
+            kernelboard_dot_v1_dot_board__pb2.AdoptRouteRequest.SerializeToString,
+            kernelboard_dot_v1_dot_board__pb2.BoardChangeReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetBenchmarkStatus(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kernelboard.v1.Board/SetBenchmarkStatus',
+            kernelboard_dot_v1_dot_board__pb2.SetBenchmarkStatusRequest.SerializeToString,
+            kernelboard_dot_v1_dot_board__pb2.BoardChangeReply.FromString,
             options,
             channel_credentials,
             insecure,

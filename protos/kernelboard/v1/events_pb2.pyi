@@ -344,7 +344,7 @@ class Subtask(_message.Message):
     def __init__(self, id: _Optional[str] = ..., passed: _Optional[bool] = ..., submitted: _Optional[bool] = ..., speedup: _Optional[float] = ..., reference_ms: _Optional[float] = ..., candidate_ms: _Optional[float] = ..., max_abs_error: _Optional[float] = ..., error_ratio: _Optional[float] = ..., floor_fraction: _Optional[float] = ..., violations: _Optional[_Iterable[str]] = ..., flagged: _Optional[bool] = ...) -> None: ...
 
 class CheckCompleted(_message.Message):
-    __slots__ = ("check_id", "check_name", "ref", "sha", "route", "kind", "job_id", "passed", "reasons", "score", "cost", "subtasks", "rules_commit", "benchmark_version", "runner", "torch_version", "triton_version", "duration_s", "verifier_host")
+    __slots__ = ("check_id", "check_name", "ref", "sha", "route", "kind", "job_id", "passed", "reasons", "score", "cost", "subtasks", "rules_commit", "benchmark_version", "runner", "torch_version", "triton_version", "duration_s", "verifier_host", "verified", "not_verified_because")
     CHECK_ID_FIELD_NUMBER: _ClassVar[int]
     CHECK_NAME_FIELD_NUMBER: _ClassVar[int]
     REF_FIELD_NUMBER: _ClassVar[int]
@@ -364,6 +364,8 @@ class CheckCompleted(_message.Message):
     TRITON_VERSION_FIELD_NUMBER: _ClassVar[int]
     DURATION_S_FIELD_NUMBER: _ClassVar[int]
     VERIFIER_HOST_FIELD_NUMBER: _ClassVar[int]
+    VERIFIED_FIELD_NUMBER: _ClassVar[int]
+    NOT_VERIFIED_BECAUSE_FIELD_NUMBER: _ClassVar[int]
     check_id: str
     check_name: str
     ref: str
@@ -383,7 +385,9 @@ class CheckCompleted(_message.Message):
     triton_version: str
     duration_s: float
     verifier_host: str
-    def __init__(self, check_id: _Optional[str] = ..., check_name: _Optional[str] = ..., ref: _Optional[str] = ..., sha: _Optional[str] = ..., route: _Optional[str] = ..., kind: _Optional[_Union[CommitKind, str]] = ..., job_id: _Optional[str] = ..., passed: _Optional[bool] = ..., reasons: _Optional[_Iterable[str]] = ..., score: _Optional[float] = ..., cost: _Optional[float] = ..., subtasks: _Optional[_Iterable[_Union[Subtask, _Mapping]]] = ..., rules_commit: _Optional[str] = ..., benchmark_version: _Optional[int] = ..., runner: _Optional[str] = ..., torch_version: _Optional[str] = ..., triton_version: _Optional[str] = ..., duration_s: _Optional[float] = ..., verifier_host: _Optional[str] = ...) -> None: ...
+    verified: bool
+    not_verified_because: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, check_id: _Optional[str] = ..., check_name: _Optional[str] = ..., ref: _Optional[str] = ..., sha: _Optional[str] = ..., route: _Optional[str] = ..., kind: _Optional[_Union[CommitKind, str]] = ..., job_id: _Optional[str] = ..., passed: _Optional[bool] = ..., reasons: _Optional[_Iterable[str]] = ..., score: _Optional[float] = ..., cost: _Optional[float] = ..., subtasks: _Optional[_Iterable[_Union[Subtask, _Mapping]]] = ..., rules_commit: _Optional[str] = ..., benchmark_version: _Optional[int] = ..., runner: _Optional[str] = ..., torch_version: _Optional[str] = ..., triton_version: _Optional[str] = ..., duration_s: _Optional[float] = ..., verifier_host: _Optional[str] = ..., verified: _Optional[bool] = ..., not_verified_because: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class BenchmarkStatusChanged(_message.Message):
     __slots__ = ("benchmark_version", "status", "reason")

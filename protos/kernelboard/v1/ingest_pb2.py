@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from kernelboard.v1 import events_pb2 as kernelboard_dot_v1_dot_events__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bkernelboard/v1/ingest.proto\x12\x0ekernelboard.v1\x1a\x1bkernelboard/v1/events.proto\"\x0f\n\rWhoAmIRequest\"y\n\tPrincipal\x12\x0c\n\x04name\x18\x01 \x01(\t\x12+\n\x04kind\x18\x02 \x01(\x0e\x32\x1d.kernelboard.v1.PrincipalKind\x12\r\n\x05owner\x18\x03 \x01(\t\x12\"\n\x04role\x18\x04 \x01(\x0e\x32\x14.kernelboard.v1.Role\"\"\n\x11StartRouteRequest\x12\r\n\x05route\x18\x01 \x01(\t\"K\n\x05Route\x12\r\n\x05route\x18\x01 \x01(\t\x12\r\n\x05owner\x18\x02 \x01(\t\x12\x10\n\x08head_sha\x18\x03 \x01(\t\x12\x12\n\nstarted_by\x18\x04 \x01(\t\"*\n\x0bPushRequest\x12\x0b\n\x03ref\x18\x01 \x01(\t\x12\x0e\n\x06\x62undle\x18\x02 \x01(\x0c\"G\n\tPushReply\x12\x0b\n\x03ref\x18\x01 \x01(\t\x12\x0b\n\x03sha\x18\x02 \x01(\t\x12\x0e\n\x06parent\x18\x03 \x01(\t\x12\x10\n\x08\x65vent_id\x18\x04 \x01(\t\"\x1c\n\x0c\x46\x65tchRequest\x12\x0c\n\x04refs\x18\x01 \x03(\t\"\x1c\n\nFetchReply\x12\x0e\n\x06\x62undle\x18\x01 \x01(\x0c\"\x13\n\x11ListRoutesRequest\"8\n\x0fListRoutesReply\x12%\n\x06routes\x18\x01 \x03(\x0b\x32\x15.kernelboard.v1.Route\" \n\x0fGetRouteRequest\x12\r\n\x05route\x18\x01 \x01(\t2\xad\x03\n\x06Ingest\x12\x42\n\x06WhoAmI\x12\x1d.kernelboard.v1.WhoAmIRequest\x1a\x19.kernelboard.v1.Principal\x12\x46\n\nStartRoute\x12!.kernelboard.v1.StartRouteRequest\x1a\x15.kernelboard.v1.Route\x12>\n\x04Push\x12\x1b.kernelboard.v1.PushRequest\x1a\x19.kernelboard.v1.PushReply\x12\x41\n\x05\x46\x65tch\x12\x1c.kernelboard.v1.FetchRequest\x1a\x1a.kernelboard.v1.FetchReply\x12P\n\nListRoutes\x12!.kernelboard.v1.ListRoutesRequest\x1a\x1f.kernelboard.v1.ListRoutesReply\x12\x42\n\x08GetRoute\x12\x1f.kernelboard.v1.GetRouteRequest\x1a\x15.kernelboard.v1.Routeb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bkernelboard/v1/ingest.proto\x12\x0ekernelboard.v1\x1a\x1bkernelboard/v1/events.proto\"\x0f\n\rWhoAmIRequest\"y\n\tPrincipal\x12\x0c\n\x04name\x18\x01 \x01(\t\x12+\n\x04kind\x18\x02 \x01(\x0e\x32\x1d.kernelboard.v1.PrincipalKind\x12\r\n\x05owner\x18\x03 \x01(\t\x12\"\n\x04role\x18\x04 \x01(\x0e\x32\x14.kernelboard.v1.Role\"\"\n\x11StartRouteRequest\x12\r\n\x05route\x18\x01 \x01(\t\"]\n\x05Route\x12\r\n\x05route\x18\x01 \x01(\t\x12\r\n\x05owner\x18\x02 \x01(\t\x12\x10\n\x08head_sha\x18\x03 \x01(\t\x12\x12\n\nstarted_by\x18\x04 \x01(\t\x12\x10\n\x08\x62\x61se_sha\x18\x05 \x01(\t\"*\n\x0bPushRequest\x12\x0b\n\x03ref\x18\x01 \x01(\t\x12\x0e\n\x06\x62undle\x18\x02 \x01(\x0c\"\x90\x01\n\tPushReply\x12\x0b\n\x03ref\x18\x01 \x01(\t\x12\x0b\n\x03sha\x18\x02 \x01(\t\x12\x0e\n\x06parent\x18\x03 \x01(\t\x12\x10\n\x08\x65vent_id\x18\x04 \x01(\t\x12\x15\n\rchanged_paths\x18\x05 \x03(\t\x12\x18\n\x10metrics_reported\x18\x06 \x01(\x08\x12\x16\n\x0erules_approved\x18\x07 \x01(\x08\"*\n\x0c\x46\x65tchRequest\x12\x0c\n\x04refs\x18\x01 \x03(\t\x12\x0c\n\x04have\x18\x02 \x03(\t\"\x1c\n\nFetchReply\x12\x0e\n\x06\x62undle\x18\x01 \x01(\x0c\"\x13\n\x11ListRoutesRequest\"8\n\x0fListRoutesReply\x12%\n\x06routes\x18\x01 \x03(\x0b\x32\x15.kernelboard.v1.Route\" \n\x0fGetRouteRequest\x12\r\n\x05route\x18\x01 \x01(\t\"&\n\tPushChunk\x12\x0b\n\x03ref\x18\x01 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\"0\n\x0b\x42undleChunk\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12\x13\n\x0btotal_bytes\x18\x02 \x01(\x03\"6\n\x16OpenPullRequestRequest\x12\r\n\x05route\x18\x01 \x01(\t\x12\r\n\x05title\x18\x02 \x01(\t\"X\n\x06Review\x12.\n\x07verdict\x18\x01 \x01(\x0e\x32\x1d.kernelboard.v1.ReviewVerdict\x12\x0c\n\x04\x62ody\x18\x02 \x01(\t\x12\x10\n\x08reviewer\x18\x03 \x01(\t\"\xcd\x01\n\x0bPullRequest\x12\x0e\n\x06number\x18\x01 \x01(\x03\x12\r\n\x05route\x18\x02 \x01(\t\x12\x10\n\x08head_sha\x18\x03 \x01(\t\x12\x10\n\x08\x62\x61se_ref\x18\x04 \x01(\t\x12\r\n\x05title\x18\x05 \x01(\t\x12\x0e\n\x06\x61uthor\x18\x06 \x01(\t\x12\r\n\x05state\x18\x07 \x01(\t\x12\x11\n\tmerge_sha\x18\x08 \x01(\t\x12\x11\n\tmerged_by\x18\t \x01(\t\x12\'\n\x07reviews\x18\n \x03(\x0b\x32\x16.kernelboard.v1.Review\"]\n\rReviewRequest\x12\x0e\n\x06number\x18\x01 \x01(\x03\x12.\n\x07verdict\x18\x02 \x01(\x0e\x32\x1d.kernelboard.v1.ReviewVerdict\x12\x0c\n\x04\x62ody\x18\x03 \x01(\t\"\x1e\n\x0cMergeRequest\x12\x0e\n\x06number\x18\x01 \x01(\x03\"7\n\x17ListPullRequestsRequest\x12\r\n\x05route\x18\x01 \x01(\t\x12\r\n\x05state\x18\x02 \x01(\t\"K\n\x15ListPullRequestsReply\x12\x32\n\rpull_requests\x18\x01 \x03(\x0b\x32\x1b.kernelboard.v1.PullRequest\"t\n\x12\x43reateTokenRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12+\n\x04kind\x18\x02 \x01(\x0e\x32\x1d.kernelboard.v1.PrincipalKind\x12\x13\n\x0bttl_seconds\x18\x03 \x01(\x03\x12\x0e\n\x06member\x18\x04 \x01(\x08\"c\n\x10\x43reateTokenReply\x12\r\n\x05token\x18\x01 \x01(\t\x12,\n\tprincipal\x18\x02 \x01(\x0b\x32\x19.kernelboard.v1.Principal\x12\x12\n\nregistered\x18\x03 \x01(\x08\"#\n\x12RevokeTokenRequest\x12\r\n\x05token\x18\x01 \x01(\t\"%\n\x10RevokeTokenReply\x12\x11\n\tprincipal\x18\x01 \x01(\t2\xaf\x08\n\x06Ingest\x12\x42\n\x06WhoAmI\x12\x1d.kernelboard.v1.WhoAmIRequest\x1a\x19.kernelboard.v1.Principal\x12\x46\n\nStartRoute\x12!.kernelboard.v1.StartRouteRequest\x1a\x15.kernelboard.v1.Route\x12>\n\x04Push\x12\x1b.kernelboard.v1.PushRequest\x1a\x19.kernelboard.v1.PushReply\x12\x41\n\x05\x46\x65tch\x12\x1c.kernelboard.v1.FetchRequest\x1a\x1a.kernelboard.v1.FetchReply\x12P\n\nListRoutes\x12!.kernelboard.v1.ListRoutesRequest\x1a\x1f.kernelboard.v1.ListRoutesReply\x12\x42\n\x08GetRoute\x12\x1f.kernelboard.v1.GetRouteRequest\x1a\x15.kernelboard.v1.Route\x12\x44\n\nPushStream\x12\x19.kernelboard.v1.PushChunk\x1a\x19.kernelboard.v1.PushReply(\x01\x12J\n\x0b\x46\x65tchStream\x12\x1c.kernelboard.v1.FetchRequest\x1a\x1b.kernelboard.v1.BundleChunk0\x01\x12V\n\x0fOpenPullRequest\x12&.kernelboard.v1.OpenPullRequestRequest\x1a\x1b.kernelboard.v1.PullRequest\x12\x44\n\x06Review\x12\x1d.kernelboard.v1.ReviewRequest\x1a\x1b.kernelboard.v1.PullRequest\x12\x42\n\x05Merge\x12\x1c.kernelboard.v1.MergeRequest\x1a\x1b.kernelboard.v1.PullRequest\x12\x62\n\x10ListPullRequests\x12\'.kernelboard.v1.ListPullRequestsRequest\x1a%.kernelboard.v1.ListPullRequestsReply\x12S\n\x0b\x43reateToken\x12\".kernelboard.v1.CreateTokenRequest\x1a .kernelboard.v1.CreateTokenReply\x12S\n\x0bRevokeToken\x12\".kernelboard.v1.RevokeTokenRequest\x1a .kernelboard.v1.RevokeTokenReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -39,21 +39,47 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_STARTROUTEREQUEST']._serialized_start=216
   _globals['_STARTROUTEREQUEST']._serialized_end=250
   _globals['_ROUTE']._serialized_start=252
-  _globals['_ROUTE']._serialized_end=327
-  _globals['_PUSHREQUEST']._serialized_start=329
-  _globals['_PUSHREQUEST']._serialized_end=371
-  _globals['_PUSHREPLY']._serialized_start=373
-  _globals['_PUSHREPLY']._serialized_end=444
-  _globals['_FETCHREQUEST']._serialized_start=446
-  _globals['_FETCHREQUEST']._serialized_end=474
-  _globals['_FETCHREPLY']._serialized_start=476
-  _globals['_FETCHREPLY']._serialized_end=504
-  _globals['_LISTROUTESREQUEST']._serialized_start=506
-  _globals['_LISTROUTESREQUEST']._serialized_end=525
-  _globals['_LISTROUTESREPLY']._serialized_start=527
-  _globals['_LISTROUTESREPLY']._serialized_end=583
-  _globals['_GETROUTEREQUEST']._serialized_start=585
-  _globals['_GETROUTEREQUEST']._serialized_end=617
-  _globals['_INGEST']._serialized_start=620
-  _globals['_INGEST']._serialized_end=1049
+  _globals['_ROUTE']._serialized_end=345
+  _globals['_PUSHREQUEST']._serialized_start=347
+  _globals['_PUSHREQUEST']._serialized_end=389
+  _globals['_PUSHREPLY']._serialized_start=392
+  _globals['_PUSHREPLY']._serialized_end=536
+  _globals['_FETCHREQUEST']._serialized_start=538
+  _globals['_FETCHREQUEST']._serialized_end=580
+  _globals['_FETCHREPLY']._serialized_start=582
+  _globals['_FETCHREPLY']._serialized_end=610
+  _globals['_LISTROUTESREQUEST']._serialized_start=612
+  _globals['_LISTROUTESREQUEST']._serialized_end=631
+  _globals['_LISTROUTESREPLY']._serialized_start=633
+  _globals['_LISTROUTESREPLY']._serialized_end=689
+  _globals['_GETROUTEREQUEST']._serialized_start=691
+  _globals['_GETROUTEREQUEST']._serialized_end=723
+  _globals['_PUSHCHUNK']._serialized_start=725
+  _globals['_PUSHCHUNK']._serialized_end=763
+  _globals['_BUNDLECHUNK']._serialized_start=765
+  _globals['_BUNDLECHUNK']._serialized_end=813
+  _globals['_OPENPULLREQUESTREQUEST']._serialized_start=815
+  _globals['_OPENPULLREQUESTREQUEST']._serialized_end=869
+  _globals['_REVIEW']._serialized_start=871
+  _globals['_REVIEW']._serialized_end=959
+  _globals['_PULLREQUEST']._serialized_start=962
+  _globals['_PULLREQUEST']._serialized_end=1167
+  _globals['_REVIEWREQUEST']._serialized_start=1169
+  _globals['_REVIEWREQUEST']._serialized_end=1262
+  _globals['_MERGEREQUEST']._serialized_start=1264
+  _globals['_MERGEREQUEST']._serialized_end=1294
+  _globals['_LISTPULLREQUESTSREQUEST']._serialized_start=1296
+  _globals['_LISTPULLREQUESTSREQUEST']._serialized_end=1351
+  _globals['_LISTPULLREQUESTSREPLY']._serialized_start=1353
+  _globals['_LISTPULLREQUESTSREPLY']._serialized_end=1428
+  _globals['_CREATETOKENREQUEST']._serialized_start=1430
+  _globals['_CREATETOKENREQUEST']._serialized_end=1546
+  _globals['_CREATETOKENREPLY']._serialized_start=1548
+  _globals['_CREATETOKENREPLY']._serialized_end=1647
+  _globals['_REVOKETOKENREQUEST']._serialized_start=1649
+  _globals['_REVOKETOKENREQUEST']._serialized_end=1684
+  _globals['_REVOKETOKENREPLY']._serialized_start=1686
+  _globals['_REVOKETOKENREPLY']._serialized_end=1723
+  _globals['_INGEST']._serialized_start=1726
+  _globals['_INGEST']._serialized_end=2797
 # @@protoc_insertion_point(module_scope)

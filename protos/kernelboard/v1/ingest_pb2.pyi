@@ -30,16 +30,18 @@ class StartRouteRequest(_message.Message):
     def __init__(self, route: _Optional[str] = ...) -> None: ...
 
 class Route(_message.Message):
-    __slots__ = ("route", "owner", "head_sha", "started_by")
+    __slots__ = ("route", "owner", "head_sha", "started_by", "base_sha")
     ROUTE_FIELD_NUMBER: _ClassVar[int]
     OWNER_FIELD_NUMBER: _ClassVar[int]
     HEAD_SHA_FIELD_NUMBER: _ClassVar[int]
     STARTED_BY_FIELD_NUMBER: _ClassVar[int]
+    BASE_SHA_FIELD_NUMBER: _ClassVar[int]
     route: str
     owner: str
     head_sha: str
     started_by: str
-    def __init__(self, route: _Optional[str] = ..., owner: _Optional[str] = ..., head_sha: _Optional[str] = ..., started_by: _Optional[str] = ...) -> None: ...
+    base_sha: str
+    def __init__(self, route: _Optional[str] = ..., owner: _Optional[str] = ..., head_sha: _Optional[str] = ..., started_by: _Optional[str] = ..., base_sha: _Optional[str] = ...) -> None: ...
 
 class PushRequest(_message.Message):
     __slots__ = ("ref", "bundle")
@@ -50,22 +52,30 @@ class PushRequest(_message.Message):
     def __init__(self, ref: _Optional[str] = ..., bundle: _Optional[bytes] = ...) -> None: ...
 
 class PushReply(_message.Message):
-    __slots__ = ("ref", "sha", "parent", "event_id")
+    __slots__ = ("ref", "sha", "parent", "event_id", "changed_paths", "metrics_reported", "rules_approved")
     REF_FIELD_NUMBER: _ClassVar[int]
     SHA_FIELD_NUMBER: _ClassVar[int]
     PARENT_FIELD_NUMBER: _ClassVar[int]
     EVENT_ID_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_PATHS_FIELD_NUMBER: _ClassVar[int]
+    METRICS_REPORTED_FIELD_NUMBER: _ClassVar[int]
+    RULES_APPROVED_FIELD_NUMBER: _ClassVar[int]
     ref: str
     sha: str
     parent: str
     event_id: str
-    def __init__(self, ref: _Optional[str] = ..., sha: _Optional[str] = ..., parent: _Optional[str] = ..., event_id: _Optional[str] = ...) -> None: ...
+    changed_paths: _containers.RepeatedScalarFieldContainer[str]
+    metrics_reported: bool
+    rules_approved: bool
+    def __init__(self, ref: _Optional[str] = ..., sha: _Optional[str] = ..., parent: _Optional[str] = ..., event_id: _Optional[str] = ..., changed_paths: _Optional[_Iterable[str]] = ..., metrics_reported: _Optional[bool] = ..., rules_approved: _Optional[bool] = ...) -> None: ...
 
 class FetchRequest(_message.Message):
-    __slots__ = ("refs",)
+    __slots__ = ("refs", "have")
     REFS_FIELD_NUMBER: _ClassVar[int]
+    HAVE_FIELD_NUMBER: _ClassVar[int]
     refs: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, refs: _Optional[_Iterable[str]] = ...) -> None: ...
+    have: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, refs: _Optional[_Iterable[str]] = ..., have: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class FetchReply(_message.Message):
     __slots__ = ("bundle",)
@@ -88,3 +98,125 @@ class GetRouteRequest(_message.Message):
     ROUTE_FIELD_NUMBER: _ClassVar[int]
     route: str
     def __init__(self, route: _Optional[str] = ...) -> None: ...
+
+class PushChunk(_message.Message):
+    __slots__ = ("ref", "data")
+    REF_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    ref: str
+    data: bytes
+    def __init__(self, ref: _Optional[str] = ..., data: _Optional[bytes] = ...) -> None: ...
+
+class BundleChunk(_message.Message):
+    __slots__ = ("data", "total_bytes")
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_BYTES_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    total_bytes: int
+    def __init__(self, data: _Optional[bytes] = ..., total_bytes: _Optional[int] = ...) -> None: ...
+
+class OpenPullRequestRequest(_message.Message):
+    __slots__ = ("route", "title")
+    ROUTE_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    route: str
+    title: str
+    def __init__(self, route: _Optional[str] = ..., title: _Optional[str] = ...) -> None: ...
+
+class Review(_message.Message):
+    __slots__ = ("verdict", "body", "reviewer")
+    VERDICT_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    REVIEWER_FIELD_NUMBER: _ClassVar[int]
+    verdict: _events_pb2.ReviewVerdict
+    body: str
+    reviewer: str
+    def __init__(self, verdict: _Optional[_Union[_events_pb2.ReviewVerdict, str]] = ..., body: _Optional[str] = ..., reviewer: _Optional[str] = ...) -> None: ...
+
+class PullRequest(_message.Message):
+    __slots__ = ("number", "route", "head_sha", "base_ref", "title", "author", "state", "merge_sha", "merged_by", "reviews")
+    NUMBER_FIELD_NUMBER: _ClassVar[int]
+    ROUTE_FIELD_NUMBER: _ClassVar[int]
+    HEAD_SHA_FIELD_NUMBER: _ClassVar[int]
+    BASE_REF_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    AUTHOR_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    MERGE_SHA_FIELD_NUMBER: _ClassVar[int]
+    MERGED_BY_FIELD_NUMBER: _ClassVar[int]
+    REVIEWS_FIELD_NUMBER: _ClassVar[int]
+    number: int
+    route: str
+    head_sha: str
+    base_ref: str
+    title: str
+    author: str
+    state: str
+    merge_sha: str
+    merged_by: str
+    reviews: _containers.RepeatedCompositeFieldContainer[Review]
+    def __init__(self, number: _Optional[int] = ..., route: _Optional[str] = ..., head_sha: _Optional[str] = ..., base_ref: _Optional[str] = ..., title: _Optional[str] = ..., author: _Optional[str] = ..., state: _Optional[str] = ..., merge_sha: _Optional[str] = ..., merged_by: _Optional[str] = ..., reviews: _Optional[_Iterable[_Union[Review, _Mapping]]] = ...) -> None: ...
+
+class ReviewRequest(_message.Message):
+    __slots__ = ("number", "verdict", "body")
+    NUMBER_FIELD_NUMBER: _ClassVar[int]
+    VERDICT_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    number: int
+    verdict: _events_pb2.ReviewVerdict
+    body: str
+    def __init__(self, number: _Optional[int] = ..., verdict: _Optional[_Union[_events_pb2.ReviewVerdict, str]] = ..., body: _Optional[str] = ...) -> None: ...
+
+class MergeRequest(_message.Message):
+    __slots__ = ("number",)
+    NUMBER_FIELD_NUMBER: _ClassVar[int]
+    number: int
+    def __init__(self, number: _Optional[int] = ...) -> None: ...
+
+class ListPullRequestsRequest(_message.Message):
+    __slots__ = ("route", "state")
+    ROUTE_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    route: str
+    state: str
+    def __init__(self, route: _Optional[str] = ..., state: _Optional[str] = ...) -> None: ...
+
+class ListPullRequestsReply(_message.Message):
+    __slots__ = ("pull_requests",)
+    PULL_REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    pull_requests: _containers.RepeatedCompositeFieldContainer[PullRequest]
+    def __init__(self, pull_requests: _Optional[_Iterable[_Union[PullRequest, _Mapping]]] = ...) -> None: ...
+
+class CreateTokenRequest(_message.Message):
+    __slots__ = ("name", "kind", "ttl_seconds", "member")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    TTL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    kind: _events_pb2.PrincipalKind
+    ttl_seconds: int
+    member: bool
+    def __init__(self, name: _Optional[str] = ..., kind: _Optional[_Union[_events_pb2.PrincipalKind, str]] = ..., ttl_seconds: _Optional[int] = ..., member: _Optional[bool] = ...) -> None: ...
+
+class CreateTokenReply(_message.Message):
+    __slots__ = ("token", "principal", "registered")
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    REGISTERED_FIELD_NUMBER: _ClassVar[int]
+    token: str
+    principal: Principal
+    registered: bool
+    def __init__(self, token: _Optional[str] = ..., principal: _Optional[_Union[Principal, _Mapping]] = ..., registered: _Optional[bool] = ...) -> None: ...
+
+class RevokeTokenRequest(_message.Message):
+    __slots__ = ("token",)
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    token: str
+    def __init__(self, token: _Optional[str] = ...) -> None: ...
+
+class RevokeTokenReply(_message.Message):
+    __slots__ = ("principal",)
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    principal: str
+    def __init__(self, principal: _Optional[str] = ...) -> None: ...

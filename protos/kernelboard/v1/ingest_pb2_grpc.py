@@ -64,6 +64,46 @@ class IngestStub:
                 request_serializer=kernelboard_dot_v1_dot_ingest__pb2.GetRouteRequest.SerializeToString,
                 response_deserializer=kernelboard_dot_v1_dot_ingest__pb2.Route.FromString,
                 _registered_method=True)
+        self.PushStream = channel.stream_unary(
+                '/kernelboard.v1.Ingest/PushStream',
+                request_serializer=kernelboard_dot_v1_dot_ingest__pb2.PushChunk.SerializeToString,
+                response_deserializer=kernelboard_dot_v1_dot_ingest__pb2.PushReply.FromString,
+                _registered_method=True)
+        self.FetchStream = channel.unary_stream(
+                '/kernelboard.v1.Ingest/FetchStream',
+                request_serializer=kernelboard_dot_v1_dot_ingest__pb2.FetchRequest.SerializeToString,
+                response_deserializer=kernelboard_dot_v1_dot_ingest__pb2.BundleChunk.FromString,
+                _registered_method=True)
+        self.OpenPullRequest = channel.unary_unary(
+                '/kernelboard.v1.Ingest/OpenPullRequest',
+                request_serializer=kernelboard_dot_v1_dot_ingest__pb2.OpenPullRequestRequest.SerializeToString,
+                response_deserializer=kernelboard_dot_v1_dot_ingest__pb2.PullRequest.FromString,
+                _registered_method=True)
+        self.Review = channel.unary_unary(
+                '/kernelboard.v1.Ingest/Review',
+                request_serializer=kernelboard_dot_v1_dot_ingest__pb2.ReviewRequest.SerializeToString,
+                response_deserializer=kernelboard_dot_v1_dot_ingest__pb2.PullRequest.FromString,
+                _registered_method=True)
+        self.Merge = channel.unary_unary(
+                '/kernelboard.v1.Ingest/Merge',
+                request_serializer=kernelboard_dot_v1_dot_ingest__pb2.MergeRequest.SerializeToString,
+                response_deserializer=kernelboard_dot_v1_dot_ingest__pb2.PullRequest.FromString,
+                _registered_method=True)
+        self.ListPullRequests = channel.unary_unary(
+                '/kernelboard.v1.Ingest/ListPullRequests',
+                request_serializer=kernelboard_dot_v1_dot_ingest__pb2.ListPullRequestsRequest.SerializeToString,
+                response_deserializer=kernelboard_dot_v1_dot_ingest__pb2.ListPullRequestsReply.FromString,
+                _registered_method=True)
+        self.CreateToken = channel.unary_unary(
+                '/kernelboard.v1.Ingest/CreateToken',
+                request_serializer=kernelboard_dot_v1_dot_ingest__pb2.CreateTokenRequest.SerializeToString,
+                response_deserializer=kernelboard_dot_v1_dot_ingest__pb2.CreateTokenReply.FromString,
+                _registered_method=True)
+        self.RevokeToken = channel.unary_unary(
+                '/kernelboard.v1.Ingest/RevokeToken',
+                request_serializer=kernelboard_dot_v1_dot_ingest__pb2.RevokeTokenRequest.SerializeToString,
+                response_deserializer=kernelboard_dot_v1_dot_ingest__pb2.RevokeTokenReply.FromString,
+                _registered_method=True)
 
 
 class IngestServicer:
@@ -105,6 +145,55 @@ class IngestServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PushStream(self, request_iterator, context):
+        """The same as Push and Fetch in chunks: for bundles above one message and for progress in `kb`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def FetchStream(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def OpenPullRequest(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Review(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Merge(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListPullRequests(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateToken(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RevokeToken(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_IngestServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -137,6 +226,46 @@ def add_IngestServicer_to_server(servicer, server):
                     servicer.GetRoute,
                     request_deserializer=kernelboard_dot_v1_dot_ingest__pb2.GetRouteRequest.FromString,
                     response_serializer=kernelboard_dot_v1_dot_ingest__pb2.Route.SerializeToString,
+            ),
+            'PushStream': grpc.stream_unary_rpc_method_handler(
+                    servicer.PushStream,
+                    request_deserializer=kernelboard_dot_v1_dot_ingest__pb2.PushChunk.FromString,
+                    response_serializer=kernelboard_dot_v1_dot_ingest__pb2.PushReply.SerializeToString,
+            ),
+            'FetchStream': grpc.unary_stream_rpc_method_handler(
+                    servicer.FetchStream,
+                    request_deserializer=kernelboard_dot_v1_dot_ingest__pb2.FetchRequest.FromString,
+                    response_serializer=kernelboard_dot_v1_dot_ingest__pb2.BundleChunk.SerializeToString,
+            ),
+            'OpenPullRequest': grpc.unary_unary_rpc_method_handler(
+                    servicer.OpenPullRequest,
+                    request_deserializer=kernelboard_dot_v1_dot_ingest__pb2.OpenPullRequestRequest.FromString,
+                    response_serializer=kernelboard_dot_v1_dot_ingest__pb2.PullRequest.SerializeToString,
+            ),
+            'Review': grpc.unary_unary_rpc_method_handler(
+                    servicer.Review,
+                    request_deserializer=kernelboard_dot_v1_dot_ingest__pb2.ReviewRequest.FromString,
+                    response_serializer=kernelboard_dot_v1_dot_ingest__pb2.PullRequest.SerializeToString,
+            ),
+            'Merge': grpc.unary_unary_rpc_method_handler(
+                    servicer.Merge,
+                    request_deserializer=kernelboard_dot_v1_dot_ingest__pb2.MergeRequest.FromString,
+                    response_serializer=kernelboard_dot_v1_dot_ingest__pb2.PullRequest.SerializeToString,
+            ),
+            'ListPullRequests': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPullRequests,
+                    request_deserializer=kernelboard_dot_v1_dot_ingest__pb2.ListPullRequestsRequest.FromString,
+                    response_serializer=kernelboard_dot_v1_dot_ingest__pb2.ListPullRequestsReply.SerializeToString,
+            ),
+            'CreateToken': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateToken,
+                    request_deserializer=kernelboard_dot_v1_dot_ingest__pb2.CreateTokenRequest.FromString,
+                    response_serializer=kernelboard_dot_v1_dot_ingest__pb2.CreateTokenReply.SerializeToString,
+            ),
+            'RevokeToken': grpc.unary_unary_rpc_method_handler(
+                    servicer.RevokeToken,
+                    request_deserializer=kernelboard_dot_v1_dot_ingest__pb2.RevokeTokenRequest.FromString,
+                    response_serializer=kernelboard_dot_v1_dot_ingest__pb2.RevokeTokenReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -301,6 +430,222 @@ class Ingest:
             '/kernelboard.v1.Ingest/GetRoute',
             kernelboard_dot_v1_dot_ingest__pb2.GetRouteRequest.SerializeToString,
             kernelboard_dot_v1_dot_ingest__pb2.Route.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PushStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/kernelboard.v1.Ingest/PushStream',
+            kernelboard_dot_v1_dot_ingest__pb2.PushChunk.SerializeToString,
+            kernelboard_dot_v1_dot_ingest__pb2.PushReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FetchStream(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/kernelboard.v1.Ingest/FetchStream',
+            kernelboard_dot_v1_dot_ingest__pb2.FetchRequest.SerializeToString,
+            kernelboard_dot_v1_dot_ingest__pb2.BundleChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def OpenPullRequest(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kernelboard.v1.Ingest/OpenPullRequest',
+            kernelboard_dot_v1_dot_ingest__pb2.OpenPullRequestRequest.SerializeToString,
+            kernelboard_dot_v1_dot_ingest__pb2.PullRequest.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Review(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kernelboard.v1.Ingest/Review',
+            kernelboard_dot_v1_dot_ingest__pb2.ReviewRequest.SerializeToString,
+            kernelboard_dot_v1_dot_ingest__pb2.PullRequest.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Merge(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kernelboard.v1.Ingest/Merge',
+            kernelboard_dot_v1_dot_ingest__pb2.MergeRequest.SerializeToString,
+            kernelboard_dot_v1_dot_ingest__pb2.PullRequest.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPullRequests(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kernelboard.v1.Ingest/ListPullRequests',
+            kernelboard_dot_v1_dot_ingest__pb2.ListPullRequestsRequest.SerializeToString,
+            kernelboard_dot_v1_dot_ingest__pb2.ListPullRequestsReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateToken(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kernelboard.v1.Ingest/CreateToken',
+            kernelboard_dot_v1_dot_ingest__pb2.CreateTokenRequest.SerializeToString,
+            kernelboard_dot_v1_dot_ingest__pb2.CreateTokenReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RevokeToken(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kernelboard.v1.Ingest/RevokeToken',
+            kernelboard_dot_v1_dot_ingest__pb2.RevokeTokenRequest.SerializeToString,
+            kernelboard_dot_v1_dot_ingest__pb2.RevokeTokenReply.FromString,
             options,
             channel_credentials,
             insecure,

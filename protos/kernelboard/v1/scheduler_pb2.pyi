@@ -18,7 +18,7 @@ class SubmitJobRequest(_message.Message):
     def __init__(self, ref: _Optional[str] = ..., sha: _Optional[str] = ..., script_path: _Optional[str] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("job_id", "route", "ref", "sha", "script_path", "owner", "state", "reason", "held", "exit_code", "elapsed_s", "cpu_seconds", "result_ref", "result_sha", "resources")
+    __slots__ = ("job_id", "route", "ref", "sha", "script_path", "owner", "state", "reason", "held", "exit_code", "elapsed_s", "cpu_seconds", "result_ref", "result_sha", "resources", "work_dir", "signal", "finished", "submitted_by", "released_by", "excluded", "version")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     ROUTE_FIELD_NUMBER: _ClassVar[int]
     REF_FIELD_NUMBER: _ClassVar[int]
@@ -34,6 +34,13 @@ class Job(_message.Message):
     RESULT_REF_FIELD_NUMBER: _ClassVar[int]
     RESULT_SHA_FIELD_NUMBER: _ClassVar[int]
     RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    WORK_DIR_FIELD_NUMBER: _ClassVar[int]
+    SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_FIELD_NUMBER: _ClassVar[int]
+    SUBMITTED_BY_FIELD_NUMBER: _ClassVar[int]
+    RELEASED_BY_FIELD_NUMBER: _ClassVar[int]
+    EXCLUDED_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     route: str
     ref: str
@@ -49,7 +56,14 @@ class Job(_message.Message):
     result_ref: str
     result_sha: str
     resources: _events_pb2.JobResources
-    def __init__(self, job_id: _Optional[str] = ..., route: _Optional[str] = ..., ref: _Optional[str] = ..., sha: _Optional[str] = ..., script_path: _Optional[str] = ..., owner: _Optional[str] = ..., state: _Optional[str] = ..., reason: _Optional[str] = ..., held: _Optional[bool] = ..., exit_code: _Optional[int] = ..., elapsed_s: _Optional[float] = ..., cpu_seconds: _Optional[float] = ..., result_ref: _Optional[str] = ..., result_sha: _Optional[str] = ..., resources: _Optional[_Union[_events_pb2.JobResources, _Mapping]] = ...) -> None: ...
+    work_dir: str
+    signal: int
+    finished: bool
+    submitted_by: str
+    released_by: str
+    excluded: _containers.RepeatedScalarFieldContainer[str]
+    version: int
+    def __init__(self, job_id: _Optional[str] = ..., route: _Optional[str] = ..., ref: _Optional[str] = ..., sha: _Optional[str] = ..., script_path: _Optional[str] = ..., owner: _Optional[str] = ..., state: _Optional[str] = ..., reason: _Optional[str] = ..., held: _Optional[bool] = ..., exit_code: _Optional[int] = ..., elapsed_s: _Optional[float] = ..., cpu_seconds: _Optional[float] = ..., result_ref: _Optional[str] = ..., result_sha: _Optional[str] = ..., resources: _Optional[_Union[_events_pb2.JobResources, _Mapping]] = ..., work_dir: _Optional[str] = ..., signal: _Optional[int] = ..., finished: _Optional[bool] = ..., submitted_by: _Optional[str] = ..., released_by: _Optional[str] = ..., excluded: _Optional[_Iterable[str]] = ..., version: _Optional[int] = ...) -> None: ...
 
 class GetJobRequest(_message.Message):
     __slots__ = ("job_id",)
@@ -58,10 +72,14 @@ class GetJobRequest(_message.Message):
     def __init__(self, job_id: _Optional[str] = ...) -> None: ...
 
 class ListJobsRequest(_message.Message):
-    __slots__ = ("route",)
+    __slots__ = ("route", "owner", "live_only")
     ROUTE_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    LIVE_ONLY_FIELD_NUMBER: _ClassVar[int]
     route: str
-    def __init__(self, route: _Optional[str] = ...) -> None: ...
+    owner: str
+    live_only: bool
+    def __init__(self, route: _Optional[str] = ..., owner: _Optional[str] = ..., live_only: _Optional[bool] = ...) -> None: ...
 
 class ListJobsReply(_message.Message):
     __slots__ = ("jobs",)

@@ -61,13 +61,15 @@ class VerifierServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListChecks(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Newest first.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def WatchChecks(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """The matching checks as they are now, then each one again whenever it changes (queued, running, finished).
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')

@@ -1,0 +1,118 @@
+"""Render slurm.conf and slurmdbd.conf for the local single-node cluster from scienceslack.json's `limits`.
+
+Standard library only: up.sh runs it with the system python before any virtualenv exists.
+
+The rules name partition limits the cluster enforces at submission (EnforcePartLimits=ALL): time (MaxTime), memory
+(MaxMemPerNode) and CPUs (MaxCPUsPerNode). GPUs: a partition with `gpus: 0` gets no GRES at all, so sbatch refuses
+any --gres=gpu request. The node itself is declared with the CPUs and memory this machine really has; where the rules
+allow more (4 CPUs on a 2-CPU node), a request between the two passes the partition limit and is refused by sbatch
+because no node can hold it. The scheduler checks the rules' limits itself before sbatch and names the limit.
+"""
+
+import argparse
+import json
+import math
+import os
+import sys
+from pathlib import Path
+from string import Template
+
+HERE = Path(__file__).resolve().parent
+
+
+def slurm_minutes(seconds: int) -> str:
+    """Slurm time syntax: whole minutes as a number, otherwise minutes:seconds."""
+    if seconds % 60 == 0:
+        return str(seconds // 60)
+    return f"{seconds // 60}:{seconds % 60:02d}"
+
+
+def partition_lines(partitions: dict, node_name: str, node_cpus: int, node_mem_mb: int) -> list[str]:
+    lines = []
+    for index, (name, limits) in enumerate(sorted(partitions.items())):
+        cpus = int(limits["cpus"])
+        mem_mb = int(limits["mem_mb"])
+        # A job without --mem gets DefMemPerCPU per CPU; without it a job takes the whole node and jobs run one by one.
+        def_mem_per_cpu = max(1, min(mem_mb // max(cpus, 1), node_mem_mb // max(node_cpus, 1)))
+        fields = [
+            f"PartitionName={name}",
+            f"Nodes={node_name}",
+            f"Default={'YES' if index == 0 else 'NO'}",
+            f"MaxTime={slurm_minutes(int(limits['max_time_s']))}",
+            f"DefaultTime={slurm_minutes(int(limits['default_time_s']))}",
+            f"MaxCPUsPerNode={cpus}",
+            f"MaxMemPerNode={mem_mb}",
+            f"DefMemPerCPU={def_mem_per_cpu}",
+            "State=UP",
+        ]
+        lines.append(" ".join(fields))
+    return lines
+
+
+def render(rules: dict, values: dict) -> tuple[str, str]:
+    partitions = rules["limits"]["partitions"]
+    if not partitions:
+        raise ValueError("limits.partitions: at least one partition is needed")
+    if any(int(limits.get("gpus", 0)) > 0 for limits in partitions.values()):
+        raise ValueError("limits.partitions: GPUs are not available on the local cluster (gpus must be 0)")
+    values = dict(values)
+    values["partitions"] = "\n".join(
+        partition_lines(partitions, "localhost", int(values["node_cpus"]), int(values["node_mem_mb"]))
+    )
+    slurm_conf = Template((HERE / "slurm.conf.in").read_text()).substitute(values)
+    slurmdbd_conf = Template((HERE / "slurmdbd.conf.in").read_text()).substitute(values)
+    return slurm_conf, slurmdbd_conf
+
+
+def node_memory_mb() -> int:
+    """What slurmd will find, less a margin for the services beside it (slurmd refuses a node declared larger)."""
+    with open("/proc/meminfo") as meminfo:
+        total_kb = next(int(line.split()[1]) for line in meminfo if line.startswith("MemTotal:"))
+    return int(math.floor(total_kb / 1024 * 0.9))
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rules", required=True, help="scienceslack.json")
+    parser.add_argument("--state-dir", required=True)
+    parser.add_argument("--out-dir", required=True, help="where slurm.conf and slurmdbd.conf go")
+    parser.add_argument("--db-host", default="127.0.0.1")
+    parser.add_argument("--db-port", default="3306")
+    parser.add_argument("--db-user", default="kb_slurm")
+    parser.add_argument("--db-password-file", required=True)
+    parser.add_argument("--db-name", default="kb_slurm_acct")
+    parser.add_argument("--port-base", type=int, default=6817, help="slurmctld; slurmd +1, slurmdbd +2")
+    args = parser.parse_args(argv)
+
+    try:
+        rules = json.loads(Path(args.rules).read_text())
+        slurm_conf, slurmdbd_conf = render(
+            rules,
+            {
+                "state_dir": args.state_dir,
+                "node_cpus": os.cpu_count() or 1,
+                "node_mem_mb": node_memory_mb(),
+                "db_host": args.db_host,
+                "db_port": args.db_port,
+                "db_user": args.db_user,
+                "db_password": Path(args.db_password_file).read_text().strip(),
+                "db_name": args.db_name,
+                "ctld_port": args.port_base,
+                "slurmd_port": args.port_base + 1,
+                "dbd_port": args.port_base + 2,
+            },
+        )
+    except (OSError, ValueError, KeyError) as err:
+        print(f"render.py: cannot render the Slurm config from {args.rules}: {err!r}", file=sys.stderr)
+        return 1
+    out = Path(args.out_dir)
+    (out / "slurm.conf").write_text(slurm_conf)
+    dbd = out / "slurmdbd.conf"
+    dbd.touch(mode=0o600, exist_ok=True)
+    dbd.chmod(0o600)  # slurmdbd refuses a config others can read: it holds the database password
+    dbd.write_text(slurmdbd_conf)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

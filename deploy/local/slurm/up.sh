@@ -1,0 +1,208 @@
+#!/usr/bin/env bash
+# Bring up a real single-node Slurm 22.05 (munged, slurmdbd on MariaDB, slurmctld, slurmd) for kernelboard.
+# Idempotent: what already runs is left alone. Every wait is bounded. State lives in $KB_HOME/slurm.
+# On success prints the SLURM_CONF to export; also written to $KB_HOME/slurm/env.
+#
+# Environment: KB_HOME (default ~/.kernelboard), KB_RULES (default <repo>/scienceslack.json),
+#              KB_SLURM_DB_PORT (default 3306: an existing MariaDB there is reused, else one is started),
+#              KB_SLURM_PORT_BASE (default 6817: slurmctld, slurmd = +1, slurmdbd = +2; another base lets a second
+#              cluster run beside the first), KB_SLURM_NO_INSTALL=1 to fail instead of running apt-get.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO="$(cd "$HERE/../../.." && pwd)"
+KB_HOME="${KB_HOME:-$HOME/.kernelboard}"
+STATE="$KB_HOME/slurm"
+ETC="$STATE/etc"
+RULES="${KB_RULES:-$REPO/scienceslack.json}"
+DB_PORT="${KB_SLURM_DB_PORT:-3306}"
+PORT_BASE="${KB_SLURM_PORT_BASE:-6817}"
+export SLURM_CONF="$ETC/slurm.conf"
+PYTHON="$(command -v /usr/bin/python3 || command -v python3)"
+
+say() { echo "slurm-up: $*" >&2; }
+die() { say "FAILED: $*"; exit 1; }
+
+# wait_for SECONDS WHAT COMMAND...: poll COMMAND until it succeeds or the deadline passes.
+wait_for() {
+  local seconds="$1" what="$2"; shift 2
+  local deadline=$((SECONDS + seconds))
+  until "$@" >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || return 1
+    sleep 0.5
+  done
+  say "$what ready"
+}
+
+alive() { [[ -s "$1" ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
+port_busy() { timeout 3 bash -c "</dev/tcp/127.0.0.1/$1" 2>/dev/null; }
+
+# A daemon of another cluster on our port would make ours die at bind, with the reason only in its log.
+check_port_free() {
+  local name="$1" port="$2"
+  alive "$STATE/run/$name.pid" && return 0
+  port_busy "$port" || return 0
+  die "port $port (for $name) is taken by another Slurm not started from $STATE: use that cluster's SLURM_CONF," \
+    "stop it with its down.sh, or set KB_SLURM_PORT_BASE to run a second cluster"
+}
+mark_started() { grep -qx "$1" "$STATE/run/started" 2>/dev/null || echo "$1" >>"$STATE/run/started"; }
+
+install_packages() {
+  local missing=()
+  for bin in slurmctld slurmd slurmdbd sbatch munged mariadbd mysql; do
+    command -v "$bin" >/dev/null || missing+=("$bin")
+  done
+  ((${#missing[@]} == 0)) && return 0
+  [[ "${KB_SLURM_NO_INSTALL:-}" == 1 ]] && die "missing ${missing[*]} and KB_SLURM_NO_INSTALL=1"
+  say "installing Slurm, munge and MariaDB (missing: ${missing[*]})"
+  export DEBIAN_FRONTEND=noninteractive
+  timeout 300 apt-get install -y -q slurmctld slurmd slurm-client slurmdbd munge mariadb-server >"$STATE/log/apt.log" 2>&1 ||
+    { timeout 120 apt-get update -q >>"$STATE/log/apt.log" 2>&1 &&
+      timeout 300 apt-get install -y -q slurmctld slurmd slurm-client slurmdbd munge mariadb-server >>"$STATE/log/apt.log" 2>&1; } ||
+    die "apt-get install failed; see $STATE/log/apt.log"
+}
+
+start_munge() {
+  if [[ -S /run/munge/munge.socket.2 ]] && timeout 5 munge -n </dev/null | timeout 5 unmunge >/dev/null 2>&1; then
+    say "munged already running"; return 0
+  fi
+  [[ -s /etc/munge/munge.key ]] || { timeout 30 mungekey --create >/dev/null 2>&1 || die "cannot create /etc/munge/munge.key"; }
+  chown munge:munge /etc/munge/munge.key && chmod 400 /etc/munge/munge.key
+  install -d -o munge -g munge -m 0755 /run/munge
+  install -d -o munge -g munge -m 0700 /var/lib/munge /var/log/munge
+  # Keep the default socket: sacctmgr ignored a custom one.
+  timeout 10 runuser -u munge -- /usr/sbin/munged --force || die "munged did not start; see /var/log/munge/munged.log"
+  mark_started munged
+  wait_for 10 munged bash -c 'munge -n </dev/null | unmunge' || die "munged started but credentials do not round-trip"
+}
+
+mysql_root() {
+  if [[ -n "${OWN_DB_SOCKET:-}" ]]; then
+    timeout 10 mysql --protocol=socket -S "$OWN_DB_SOCKET" -u root "$@"
+  else
+    timeout 10 mysql -u root "$@" 2>/dev/null || timeout 10 mysql -u root -h 127.0.0.1 -P "$DB_PORT" "$@"
+  fi
+}
+
+start_mariadb() {
+  # mariadbd runs as user mysql: its data, socket, pid file and log live in folders that user owns.
+  local datadir="$STATE/mariadb" own="$STATE/mariadb-run"
+  if alive "$own/mariadb.pid"; then
+    OWN_DB_SOCKET="$own/mariadb.sock"
+    say "MariaDB (ours, port $DB_PORT) already running"
+  elif port_busy "$DB_PORT"; then
+    say "reusing the MariaDB listening on 127.0.0.1:$DB_PORT"
+  else
+    OWN_DB_SOCKET="$own/mariadb.sock"
+    install -d -o mysql -g mysql "$own"
+    if [[ ! -d "$datadir/mysql" ]]; then
+      install -d -o mysql -g mysql "$datadir"
+      timeout 120 mariadb-install-db --user=mysql --datadir="$datadir" --auth-root-authentication-method=socket \
+        >"$STATE/log/mariadb-install.log" 2>&1 || die "mariadb-install-db failed; see $STATE/log/mariadb-install.log"
+    fi
+    if ! alive "$own/mariadb.pid"; then
+      nohup mariadbd --user=mysql --datadir="$datadir" --port="$DB_PORT" --bind-address=127.0.0.1 \
+        --socket="$OWN_DB_SOCKET" --pid-file="$own/mariadb.pid" --log-error="$own/mariadb.log" \
+        >/dev/null 2>&1 &
+      mark_started mariadb
+    fi
+    wait_for 60 mariadb mysql_root -e 'select 1' || die "MariaDB did not answer within 60 s; see $own/mariadb.log"
+  fi
+  # One accounting database per cluster state: a fresh state restarts job ids at 1, and old records under the same
+  # ids would show up in sacct.
+  # Its own database user too, so that bringing up another cluster never changes this one's password.
+  [[ -s "$STATE/db-name" ]] || echo "kb_slurm_acct_$(date +%Y%m%d%H%M%S)_$$" >"$STATE/db-name"
+  DB_NAME="$(cat "$STATE/db-name")"
+  DB_USER="kb_slurm_$(echo "$DB_NAME" | md5sum | head -c 10)"
+  [[ -s "$STATE/db-password" ]] || (umask 077 && head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$STATE/db-password")
+  local password; password="$(cat "$STATE/db-password")"
+  mysql_root -e "CREATE USER IF NOT EXISTS '$DB_USER'@'localhost' IDENTIFIED BY '$password';
+    CREATE USER IF NOT EXISTS '$DB_USER'@'127.0.0.1' IDENTIFIED BY '$password';
+    ALTER USER '$DB_USER'@'localhost' IDENTIFIED BY '$password';
+    ALTER USER '$DB_USER'@'127.0.0.1' IDENTIFIED BY '$password';
+    CREATE DATABASE IF NOT EXISTS $DB_NAME;
+    GRANT ALL ON $DB_NAME.* TO '$DB_USER'@'localhost';
+    GRANT ALL ON $DB_NAME.* TO '$DB_USER'@'127.0.0.1';" ||
+    die "cannot create the accounting database user in MariaDB on port $DB_PORT (need root access via its socket)"
+}
+
+render_configs() {
+  install -d "$ETC.new"
+  "$PYTHON" "$HERE/render.py" --rules "$RULES" --state-dir "$STATE" --out-dir "$ETC.new" --db-port "$DB_PORT" \
+    --db-user "$DB_USER" --db-name "$DB_NAME" --db-password-file "$STATE/db-password" --port-base "$PORT_BASE" ||
+    die "rendering the configs failed"
+  cp -p "$ETC.new/slurm.conf" "$ETC.new/slurmdbd.conf" "$ETC/"
+  rm -rf "$ETC.new"
+}
+
+start_slurmdbd() {
+  # What each running daemon was started with is kept in run/: a changed config means restart (slurmdbd) or
+  # reconfigure (slurmctld), even when an earlier up.sh wrote the config and then failed.
+  if alive "$STATE/run/slurmdbd.pid" && ! cmp -s "$ETC/slurmdbd.conf" "$STATE/run/slurmdbd.conf.running"; then
+    say "slurmdbd.conf changed: restarting slurmdbd"
+    local pid; pid="$(cat "$STATE/run/slurmdbd.pid")"
+    kill -TERM "$pid"
+    wait_for 20 "old slurmdbd exit" bash -c "! kill -0 $pid" || die "slurmdbd ($pid) did not stop within 20 s"
+  fi
+  if alive "$STATE/run/slurmdbd.pid"; then
+    say "slurmdbd already running"
+  else
+    timeout 30 slurmdbd || die "slurmdbd did not start; see $STATE/log/slurmdbd.log"
+    mark_started slurmdbd
+    cp -p "$ETC/slurmdbd.conf" "$STATE/run/slurmdbd.conf.running"
+  fi
+  # Registering the cluster also proves slurmdbd talks to the database; sacctmgr says "Nothing new added" when it exists.
+  wait_for 60 slurmdbd bash -c "timeout 10 sacctmgr -n list cluster format=cluster | grep -q . || timeout 10 sacctmgr -i add cluster kernelboard" ||
+    die "slurmdbd does not answer sacctmgr within 60 s; see $STATE/log/slurmdbd.log"
+  timeout 10 sacctmgr -n -P list cluster format=cluster | grep -qx kernelboard ||
+    timeout 10 sacctmgr -i add cluster kernelboard >/dev/null || die "cannot register cluster kernelboard in slurmdbd"
+}
+
+node_ready() { timeout 5 sinfo -h -o %T | grep -Eq '^(idle|mixed|allocated|completing)$'; }
+
+start_slurm() {
+  if alive "$STATE/run/slurmctld.pid"; then
+    say "slurmctld already running"
+    if ! cmp -s "$ETC/slurm.conf" "$STATE/run/slurm.conf.running"; then
+      timeout 20 scontrol reconfigure || die "scontrol reconfigure failed"
+      say "slurm.conf changed: reconfigured"
+    fi
+  else
+    timeout 30 slurmctld || die "slurmctld did not start; see $STATE/log/slurmctld.log"
+    mark_started slurmctld
+  fi
+  cp -p "$ETC/slurm.conf" "$STATE/run/slurm.conf.running"
+  if alive "$STATE/run/slurmd.pid"; then
+    say "slurmd already running"
+  else
+    timeout 30 slurmd || die "slurmd did not start; see $STATE/log/slurmd.log"
+    mark_started slurmd
+  fi
+  # A restarted controller shows the node `unk` for a few seconds.
+  if ! wait_for 60 "node localhost" node_ready; then
+    timeout 10 scontrol update nodename=localhost state=resume >/dev/null 2>&1 || true
+    wait_for 15 "node localhost" node_ready ||
+      die "node not idle within 75 s (sinfo: $(timeout 5 sinfo -h -o '%T %E' 2>&1)); see $STATE/log/slurmctld.log and slurmd.log"
+  fi
+}
+
+main() {
+  local started=$SECONDS
+  [[ $EUID -eq 0 ]] || die "run as root (the daemons run as root in this single-node setup)"
+  [[ -r "$RULES" ]] || die "no rules file at $RULES (set KB_RULES)"
+  install -d -m 0755 "$STATE" "$STATE/run" "$STATE/log" "$STATE/ctld" "$STATE/spool" "$ETC"
+  check_port_free slurmctld "$PORT_BASE"
+  check_port_free slurmd $((PORT_BASE + 1))
+  check_port_free slurmdbd $((PORT_BASE + 2))
+  install_packages
+  start_munge
+  start_mariadb
+  render_configs
+  start_slurmdbd
+  start_slurm
+  echo "export SLURM_CONF=$SLURM_CONF" >"$STATE/env"
+  say "up in $((SECONDS - started)) s; partitions: $(timeout 5 sinfo -h -o '%P %l %c' | tr '\n' ' ')"
+  echo "export SLURM_CONF=$SLURM_CONF"
+}
+
+main "$@"

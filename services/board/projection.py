@@ -1,0 +1,725 @@
+"""The board projection: the one module that decides what ranks, what is listed beside, and each board's status.
+
+A pure fold over the event log: ``apply(state, event) -> state`` and ``fold(events) -> state``. No I/O and no wall
+clock: "now" is the latest event time folded, so a rebuild from position 0 gives the same boards as the live fold.
+``apply`` updates the state it is given in place and returns it: copying the state per event would cost the
+rebuild its throughput. Events at or below the state's position are skipped, so a duplicate or a redelivery changes
+nothing (the log delivers events in position order).
+
+The rules, as this module applies them (DESIGN.md "Board rules"):
+
+- Boards: one per benchmark version. An event whose payload names a version (RulesApproved, CheckCompleted,
+  MetricsReported, BenchmarkStatusChanged, RouteAdopted; 0 meaning "not given") belongs to that board; any other
+  event belongs to the board in force, the highest version whose rules were approved so far (none before the first
+  RulesApproved). Old boards stay readable.
+- Ranked: a route's best passing verified check on that board (source "verified"; an equal score later keeps the
+  earlier; verified means judged on the rules' pinned runner at full shapes, so a CPU-profile pass never ranks) and
+  its latest report by a maintainer ("reported by maintainer"). Higher scores rank first; ties break on the earlier
+  log position. A check counts only when the board's rules accept its verifier version (the rules'
+  ``benchmark.verifier_versions`` list or ``benchmark.verifier_version``; rules naming neither accept any); a score
+  that is not a finite number never ranks.
+- Listed beside, unranked: a route's latest report by anyone else ("reported") and, while the route's latest counted
+  check failed, that check with its reasons ("failed check"), or passed without being verified, that check with why
+  it is not verified ("unverified check").
+- Adopted: the latest RouteAdopted for the route on that board.
+- History: a route's checks, reports and adoption marks on a board are kept as their log positions with what the
+  fold decided of each (counted, or why not); GetRoute reads those events back from the log.
+- Status: the latest of the rules' ``benchmark.status`` and BenchmarkStatusChanged (active, saturated, superseded,
+  flawed); an active board reads "quiet" once no score has been placed on it (ranked or beside; failed checks are
+  not scores) for 14 days, counted from its start when it has none.
+- Header: routes = routes started or pushed while the board was in force, or with a result on it; agents = the
+  principals registered as agents, and any other actor seen acting for a different owner (a commit's actor that is
+  not its owner, a route started by someone for its owner) that is not registered as a person or service and is
+  not a ``system:`` identity; "agents in all" = agents that were the actor of an event of the board, "agents at work"
+  = those whose latest such event is within the 7 days before "now"; started / last active = the board's first and
+  latest event times.
+"""
+
+import json
+import math
+from array import array
+from collections.abc import Iterable
+from typing import NamedTuple
+
+from kernelboard.v1 import events_pb2
+
+# Raise it whenever a change here would fold the same log differently: a stored copy of another version is refolded.
+PROJECTION_VERSION = 2
+
+NS_PER_DAY = 86_400 * 1_000_000_000
+QUIET_AFTER_NS = 14 * NS_PER_DAY
+AT_WORK_WITHIN_NS = 7 * NS_PER_DAY
+
+VERIFIED = "verified"
+REPORTED_BY_MAINTAINER = "reported by maintainer"
+REPORTED = "reported"
+FAILED_CHECK = "failed check"
+UNVERIFIED_CHECK = "unverified check"
+
+ACTIVE = "active"
+QUIET = "quiet"
+SET_STATUSES = frozenset({"active", "saturated", "superseded", "flawed"})
+
+_AGENT = events_pb2.PRINCIPAL_KIND_AGENT
+_isfinite = math.isfinite
+_new = tuple.__new__  # builds a NamedTuple without its Python-level __new__: the fold's hot path
+
+
+class StaleProjection(ValueError):
+    """A stored state folded by another PROJECTION_VERSION."""
+
+
+class Entry(NamedTuple):
+    """A row of a board: the score one event placed for a route."""
+
+    source: str
+    score: float
+    cost: float
+    sha: str
+    reason: str
+    position: int
+    occurred_ns: int
+    verifier_version: int
+    check_id: str
+    reporter: str
+    runner: str
+
+
+# A route's history on a board is the log positions of its checks, reports and adoption marks, each with what the
+# fold decided of it: position * 4 + one of these. The events themselves stay in the log (GetRoute reads them back);
+# keeping copies here would cost the fold most of its throughput and the stored state most of its size.
+COUNTED = 0
+NOT_ACCEPTED = 1  # a check of a verifier version the board's rules do not accept
+NOT_FINITE = 2  # a score that is not a finite number
+NOT_VERIFIED = 3  # a passing check not judged on the pinned runner at full shapes (e.g. a CPU profile)
+
+
+class Record(NamedTuple):
+    """One thing that happened to a route on a board, read back from the log (for GetRoute)."""
+
+    position: int
+    occurred_ns: int
+    kind: str  # "check" | "report" | "adopted" | "unadopted"
+    sha: str
+    score: float
+    cost: float
+    passed: bool
+    reasons: tuple[str, ...]
+    verifier_version: int
+    counted: bool
+    note: str
+    check_id: str
+    reporter: str
+    by_maintainer: bool
+
+
+class RouteOnBoard:
+    __slots__ = (
+        "verified",
+        "by_maintainer",
+        "reported",
+        "failed",
+        "adopted",
+        "checks",
+        "checks_passed",
+        "reports",
+        "history",
+    )
+
+    def __init__(self):
+        self.verified: Entry | None = None
+        self.by_maintainer: Entry | None = None
+        self.reported: Entry | None = None
+        self.failed: Entry | None = None
+        self.adopted = False
+        self.checks = 0
+        self.checks_passed = 0
+        self.reports = 0
+        self.history = array("q")  # position * 4 + COUNTED | NOT_ACCEPTED | NOT_FINITE | NOT_VERIFIED
+
+
+class Card(NamedTuple):
+    """The judging card's fields, read from RulesApproved.rules_json."""
+
+    name: str
+    task: str
+    metric: str
+    baseline: str
+    kernels: tuple[str, ...]
+    score_rule: str
+    verifier_versions: tuple[int, ...]  # empty: any
+    guardrails: tuple[tuple[str, str], ...]  # (dotted name, JSON value), sorted
+    rules_commit: str
+    approved_ns: int
+    rules_error: str
+
+
+class Board:
+    __slots__ = (
+        "version",
+        "card",
+        "status",
+        "status_reason",
+        "started_ns",
+        "last_active_ns",
+        "last_scored_ns",
+        "routes",
+        "actors",
+    )
+
+    def __init__(self, version: int, started_ns: int):
+        self.version = version
+        self.card: Card | None = None
+        self.status = ACTIVE
+        self.status_reason = ""
+        self.started_ns = started_ns
+        self.last_active_ns = started_ns
+        self.last_scored_ns = 0
+        self.routes: dict[str, RouteOnBoard] = {}
+        self.actors: dict[str, int] = {}  # actor -> time of its latest event on this board
+
+
+class RouteInfo(NamedTuple):
+    owner: str
+    started_by: str
+    started_ns: int
+    position: int
+
+
+class State:
+    __slots__ = (
+        "position",
+        "now_ns",
+        "in_force",
+        "boards",
+        "routes",
+        "agents",
+        "not_agents",
+        "touched_boards",
+        "touched_routes",
+    )
+
+    def __init__(self):
+        self.position = 0  # the last event folded
+        self.now_ns = 0  # the latest event time folded
+        self.in_force = 0  # the highest version whose rules were approved; 0: none yet
+        self.boards: dict[int, Board] = {}
+        self.routes: dict[str, RouteInfo] = {}
+        self.agents: set[str] = set()
+        self.not_agents: set[str] = set()  # registered as persons or services
+        # What changed since the store last wrote it: bookkeeping for persistence, not part of the state.
+        self.touched_boards: set[int] = set()
+        self.touched_routes: set[tuple[int, str]] = set()
+
+
+# ---- the fold ----------------------------------------------------------------------------------------------------
+
+
+def fold(events: Iterable[events_pb2.Event], state: State | None = None) -> State:
+    state = State() if state is None else state
+    for event in events:
+        apply(state, event)
+    return state
+
+
+def apply(state: State, event: events_pb2.Event) -> State:
+    position = event.global_position
+    if position <= state.position:
+        return state
+    kind = event.WhichOneof("payload")
+    at = event.occurred_at
+    ns = at.seconds * 1_000_000_000 + at.nanos
+    if ns > state.now_ns:
+        state.now_ns = ns
+    handler = _HANDLERS.get(kind)
+    if handler is None:
+        _on_activity(state, event.actor, ns)
+    else:
+        handler(state, event, getattr(event, kind), event.actor, position, ns)
+    state.position = position
+    return state
+
+
+def _board(state: State, version: int, actor: str, ns: int) -> Board | None:
+    """The board of ``version`` (0: the one in force), created on its first event, with the event's activity
+    recorded on it; None before any rules."""
+    if not version:
+        version = state.in_force
+        if not version:
+            return None
+    board = state.boards.get(version)
+    if board is None:
+        board = state.boards[version] = Board(version, ns)
+    state.touched_boards.add(version)
+    if ns > board.last_active_ns:
+        board.last_active_ns = ns
+    if actor and ns >= board.actors.get(actor, ns):
+        board.actors[actor] = ns
+    return board
+
+
+def _route(state: State, board: Board, route: str) -> RouteOnBoard:
+    state.touched_routes.add((board.version, route))
+    try:
+        return board.routes[route]
+    except KeyError:
+        on_board = board.routes[route] = RouteOnBoard()
+        return on_board
+
+
+def _acting_for(state: State, actor: str, owner: str) -> None:
+    if actor and owner and actor != owner and actor not in state.not_agents and not actor.startswith("system:"):
+        state.agents.add(actor)
+
+
+def _on_activity(state: State, actor: str, ns: int) -> None:
+    _board(state, 0, actor, ns)
+
+
+def _on_principal_registered(state: State, event, payload, actor: str, position: int, ns: int) -> None:
+    if payload.kind == _AGENT:
+        state.agents.add(payload.name)
+        state.not_agents.discard(payload.name)
+    else:
+        state.not_agents.add(payload.name)
+        state.agents.discard(payload.name)
+    _on_activity(state, actor, ns)
+
+
+def _on_route_started(state: State, event, payload, actor: str, position: int, ns: int) -> None:
+    route = payload.route
+    if route and route not in state.routes:
+        state.routes[route] = RouteInfo(payload.owner, payload.started_by, ns, position)
+    _acting_for(state, payload.started_by, payload.owner)
+    board = _board(state, 0, actor, ns)
+    if board is not None and route:
+        _route(state, board, route)
+
+
+def _on_commit_ingested(state: State, event, payload, actor: str, position: int, ns: int) -> None:
+    _acting_for(state, actor, payload.owner)
+    board = _board(state, 0, actor, ns)
+    route = payload.route
+    if board is not None and route:
+        _route(state, board, route)
+
+
+def _on_rules_approved(state: State, event, payload, actor: str, position: int, ns: int) -> None:
+    version = payload.benchmark_version
+    if version <= 0:
+        return _on_activity(state, actor, ns)
+    board = _board(state, version, actor, ns)
+    if version > state.in_force:
+        state.in_force = version
+    card, status = read_card(payload.rules_json, payload.rules_commit, ns)
+    board.card = card
+    if status in SET_STATUSES:
+        board.status, board.status_reason = status, "set in the rules"
+
+
+def _on_metrics_reported(state: State, event, payload, actor: str, position: int, ns: int) -> None:
+    board = _board(state, payload.benchmark_version, actor, ns)
+    if board is None:
+        return
+    route = payload.route
+    if not route:
+        return
+    on_board = _route(state, board, route)
+    on_board.reports += 1
+    score = payload.score
+    by_maintainer = payload.by_maintainer
+    counted = math.isfinite(score)
+    if counted:
+        entry = Entry(
+            REPORTED_BY_MAINTAINER if by_maintainer else REPORTED,
+            score,
+            payload.cost,
+            payload.sha,
+            "",
+            position,
+            ns,
+            0,
+            "",
+            payload.reporter or actor,
+            "",
+        )
+        if by_maintainer:
+            on_board.by_maintainer = entry
+        else:
+            on_board.reported = entry
+        board.last_scored_ns = ns
+    on_board.history.append(position * 4 + (COUNTED if counted else NOT_FINITE))
+
+
+def _on_check_completed(state: State, event, payload, actor: str, position: int, ns: int) -> None:
+    board = _board(state, payload.benchmark_version, actor, ns)
+    if board is None:
+        return
+    route = payload.route
+    if not route:
+        return
+    on_board = _route(state, board, route)
+    on_board.checks += 1
+    verifier_version = event.verifier_version
+    passed = payload.passed
+    score = payload.score
+    code = COUNTED
+    card = board.card  # rules naming no verifier version accept any
+    if card is not None and card.verifier_versions and verifier_version not in card.verifier_versions:
+        code = NOT_ACCEPTED
+    elif passed and not _isfinite(score):
+        code = NOT_FINITE
+    elif passed and not payload.verified:
+        code = NOT_VERIFIED
+        reason = "; ".join(payload.not_verified_because) or "the check passed but is not a verified score"
+        on_board.failed = _new(
+            Entry, (UNVERIFIED_CHECK, score, *_check_details(payload, reason, position, ns, verifier_version))
+        )
+    elif passed:
+        on_board.checks_passed += 1
+        on_board.failed = None
+        best = on_board.verified
+        if best is None or score > best.score:
+            on_board.verified = _new(
+                Entry, (VERIFIED, score, *_check_details(payload, "", position, ns, verifier_version))
+            )
+        board.last_scored_ns = ns
+    else:
+        reason = "; ".join(payload.reasons) or "the check failed without a reason"
+        on_board.failed = _new(
+            Entry, (FAILED_CHECK, score, *_check_details(payload, reason, position, ns, verifier_version))
+        )
+    on_board.history.append(position * 4 + code)
+
+
+def _check_details(payload, reason: str, position: int, ns: int, verifier_version: int) -> tuple:
+    """An Entry's fields after source and score, read only for the checks that place an entry."""
+    return payload.cost, payload.sha, reason, position, ns, verifier_version, payload.check_id, "", payload.runner
+
+
+def _on_benchmark_status_changed(state: State, event, payload, actor: str, position: int, ns: int) -> None:
+    board = _board(state, payload.benchmark_version, actor, ns)
+    if board is None:
+        return
+    if payload.status in SET_STATUSES:
+        board.status, board.status_reason = payload.status, payload.reason
+
+
+def _on_route_adopted(state: State, event, payload, actor: str, position: int, ns: int) -> None:
+    board = _board(state, payload.benchmark_version, actor, ns)
+    if board is None:
+        return
+    if not payload.route:
+        return
+    on_board = _route(state, board, payload.route)
+    on_board.adopted = payload.adopted
+    on_board.history.append(position * 4 + COUNTED)
+
+
+_HANDLERS = {
+    "principal_registered": _on_principal_registered,
+    "route_started": _on_route_started,
+    "commit_ingested": _on_commit_ingested,
+    "rules_approved": _on_rules_approved,
+    "metrics_reported": _on_metrics_reported,
+    "check_completed": _on_check_completed,
+    "benchmark_status_changed": _on_benchmark_status_changed,
+    "route_adopted": _on_route_adopted,
+}
+
+
+# ---- the rules text ----------------------------------------------------------------------------------------------
+
+
+def read_card(rules_json: str, rules_commit: str, approved_ns: int) -> tuple[Card, str]:
+    """The judging card and the status the rules set. Never raises: unreadable rules give a card saying why."""
+    try:
+        rules = json.loads(rules_json)
+        if not isinstance(rules, dict):
+            raise ValueError("the rules are not a JSON object")
+        benchmark = rules.get("benchmark") or {}
+        if not isinstance(benchmark, dict):
+            raise ValueError("benchmark: not an object")
+        versions = benchmark.get("verifier_versions")
+        if versions is None:
+            versions = [] if benchmark.get("verifier_version") is None else [benchmark["verifier_version"]]
+        if not isinstance(versions, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in versions):
+            raise ValueError("benchmark.verifier_versions: not a list of integers")
+        guardrails = rules.get("guardrails") or {}
+        card = Card(
+            name=_text(benchmark.get("name")),
+            task=_text(benchmark.get("task")),
+            metric=_text(benchmark.get("metric")),
+            baseline=_text(benchmark.get("baseline")),
+            kernels=tuple(_text(k) for k in benchmark.get("kernels") or ()),
+            score_rule=_text(benchmark.get("score_rule")),
+            verifier_versions=tuple(sorted(set(versions))),
+            guardrails=tuple(sorted(_flatten(guardrails, ""))) if isinstance(guardrails, dict) else (),
+            rules_commit=rules_commit,
+            approved_ns=approved_ns,
+            rules_error="",
+        )
+        status = benchmark.get("status")
+        return card, status if isinstance(status, str) else ""
+    except (ValueError, TypeError, AttributeError) as err:  # json.JSONDecodeError is a ValueError
+        error = f"the rules could not be read: {err}"
+        return Card("", "", "", "", (), "", (), (), rules_commit, approved_ns, error), ""
+
+
+def _text(value) -> str:
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
+def _flatten(value: dict, prefix: str):
+    for key, item in value.items():
+        name = f"{prefix}{key}"
+        if isinstance(item, dict):
+            yield from _flatten(item, f"{name}.")
+        else:
+            yield name, json.dumps(item, sort_keys=True)
+
+
+def history_record(board: Board, code: int, event: events_pb2.Event) -> Record:
+    """A history entry from its event (read back from the log) and what the fold decided of it."""
+    at = event.occurred_at
+    ns = at.seconds * 1_000_000_000 + at.nanos
+    kind = event.WhichOneof("payload")
+    note = ""
+    if code == NOT_FINITE:
+        note = "the score is not a finite number"
+    elif code == NOT_VERIFIED:
+        note = "passed, not verified: " + "; ".join(event.check_completed.not_verified_because)
+    elif code == NOT_ACCEPTED:
+        version = event.verifier_version
+        judged_by = f"verifier version {version}" if version else "a check without a verifier version"
+        accepted = ", ".join(map(str, board.card.verifier_versions)) if board.card else ""
+        note = f"{judged_by} is not accepted by the rules (they accept {accepted})"
+    counted = code == COUNTED
+    if kind == "check_completed":
+        c = event.check_completed
+        return Record(
+            event.global_position,
+            ns,
+            "check",
+            c.sha,
+            c.score,
+            c.cost,
+            c.passed,
+            tuple(c.reasons),
+            event.verifier_version,
+            counted,
+            note,
+            c.check_id,
+            "",
+            False,
+        )
+    if kind == "metrics_reported":
+        m = event.metrics_reported
+        return Record(
+            event.global_position,
+            ns,
+            "report",
+            m.sha,
+            m.score,
+            m.cost,
+            False,
+            (),
+            0,
+            counted,
+            note,
+            "",
+            m.reporter or event.actor,
+            m.by_maintainer,
+        )
+    a = event.route_adopted
+    kind = "adopted" if a.adopted else "unadopted"
+    return Record(event.global_position, ns, kind, "", 0.0, 0.0, False, (), 0, counted, a.note, "", "", False)
+
+
+# ---- eligibility, ranking and status: what the views show --------------------------------------------------------
+
+
+def ranked(board: Board) -> list[tuple[str, Entry]]:
+    """(route, entry) in rank order: higher score first, ties to the earlier log position."""
+    rows = []
+    for route, on_board in board.routes.items():
+        if on_board.verified is not None:
+            rows.append((route, on_board.verified))
+        if on_board.by_maintainer is not None:
+            rows.append((route, on_board.by_maintainer))
+    rows.sort(key=lambda row: (-row[1].score, row[1].position))
+    return rows
+
+
+def listed_beside(board: Board) -> list[tuple[str, Entry]]:
+    """Others' reported scores (higher first, then earlier), then each failing route's latest failed check."""
+    reported, failed = [], []
+    for route, on_board in board.routes.items():
+        if on_board.reported is not None:
+            reported.append((route, on_board.reported))
+        if on_board.failed is not None:
+            failed.append((route, on_board.failed))
+    reported.sort(key=lambda row: (-row[1].score, row[1].position))
+    failed.sort(key=lambda row: row[1].position)
+    return reported + failed
+
+
+def status(board: Board, now_ns: int) -> str:
+    if board.status != ACTIVE:
+        return board.status
+    since = board.last_scored_ns or board.started_ns
+    return QUIET if now_ns - since >= QUIET_AFTER_NS else ACTIVE
+
+
+def status_reason(board: Board, now_ns: int) -> str:
+    shown = status(board, now_ns)
+    if shown == QUIET:
+        return "no route scored for 14 days" if board.last_scored_ns else "no route scored in 14 days since it started"
+    return board.status_reason if shown != ACTIVE else ""
+
+
+class Header(NamedTuple):
+    agents_at_work: int
+    agents_in_all: int
+    routes: int
+    last_active_ns: int
+    started_ns: int
+
+
+def header(state: State, board: Board) -> Header:
+    agents = state.agents
+    since = state.now_ns - AT_WORK_WITHIN_NS
+    in_all = at_work = 0
+    for actor, last_ns in board.actors.items():
+        if actor in agents:
+            in_all += 1
+            if last_ns >= since:
+                at_work += 1
+    return Header(at_work, in_all, len(board.routes), board.last_active_ns, board.started_ns)
+
+
+def newest_version(state: State) -> int:
+    return max(state.boards, default=0)
+
+
+# ---- canonical serialization of the state (persistence and the determinism tests) --------------------------------
+
+
+def _dumps(data) -> bytes:
+    return json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
+
+
+def board_to_json(board: Board) -> bytes:
+    """A board without its routes (each route is its own row: a check rewrites one route, not the whole board)."""
+    return _dumps(
+        {
+            "version": board.version,
+            "card": board.card,
+            "status": board.status,
+            "status_reason": board.status_reason,
+            "started_ns": board.started_ns,
+            "last_active_ns": board.last_active_ns,
+            "last_scored_ns": board.last_scored_ns,
+            "actors": board.actors,
+        }
+    )
+
+
+def board_from_json(data: bytes) -> Board:
+    raw = json.loads(data)
+    board = Board(raw["version"], raw["started_ns"])
+    card = raw["card"]
+    if card is not None:
+        card[4] = tuple(card[4])
+        card[6] = tuple(card[6])
+        card[7] = tuple(tuple(pair) for pair in card[7])
+        board.card = Card(*card)
+    board.status = raw["status"]
+    board.status_reason = raw["status_reason"]
+    board.last_active_ns = raw["last_active_ns"]
+    board.last_scored_ns = raw["last_scored_ns"]
+    board.actors = raw["actors"]
+    return board
+
+
+def route_to_json(on_board: RouteOnBoard) -> bytes:
+    r = on_board
+    return _dumps(
+        [
+            r.verified,
+            r.by_maintainer,
+            r.reported,
+            r.failed,
+            r.adopted,
+            r.checks,
+            r.checks_passed,
+            r.reports,
+            r.history.tolist(),
+        ]
+    )
+
+
+def route_from_json(data: bytes) -> RouteOnBoard:
+    verified, by_maintainer, reported, failed, adopted, checks, passed, reports, history = json.loads(data)
+    r = RouteOnBoard()
+    r.verified, r.by_maintainer, r.reported, r.failed = (
+        None if e is None else Entry(*e) for e in (verified, by_maintainer, reported, failed)
+    )
+    r.adopted, r.checks, r.checks_passed, r.reports = adopted, checks, passed, reports
+    r.history.extend(history)
+    return r
+
+
+def globals_to_json(state: State) -> bytes:
+    return _dumps(
+        {
+            "projection_version": PROJECTION_VERSION,
+            "position": state.position,
+            "now_ns": state.now_ns,
+            "in_force": state.in_force,
+            "routes": state.routes,
+            "agents": sorted(state.agents),
+            "not_agents": sorted(state.not_agents),
+        }
+    )
+
+
+def state_from_json(globals_json: bytes, boards: Iterable[bytes], routes: Iterable[tuple[int, str, bytes]]) -> State:
+    """The state from its rows: the globals, each board, and each (version, route, route row)."""
+    raw = json.loads(globals_json)
+    if raw.get("projection_version") != PROJECTION_VERSION:
+        raise StaleProjection(f"stored by projection version {raw.get('projection_version')}, not {PROJECTION_VERSION}")
+    state = State()
+    state.position = raw["position"]
+    state.now_ns = raw["now_ns"]
+    state.in_force = raw["in_force"]
+    state.routes = {name: RouteInfo(*info) for name, info in raw["routes"].items()}
+    state.agents = set(raw["agents"])
+    state.not_agents = set(raw["not_agents"])
+    for data in boards:
+        board = board_from_json(data)
+        state.boards[board.version] = board
+    for version, route, data in routes:
+        state.boards[version].routes[route] = route_from_json(data)
+    return state
+
+
+def state_rows(state: State):
+    """Every row of the state: (globals, [board rows], [(version, route, route row)])."""
+    versions = sorted(state.boards)
+    boards = [board_to_json(state.boards[v]) for v in versions]
+    routes = [
+        (v, name, route_to_json(state.boards[v].routes[name]))
+        for v in versions
+        for name in sorted(state.boards[v].routes)
+    ]
+    return globals_to_json(state), boards, routes
+
+
+def state_to_json(state: State) -> bytes:
+    """The whole state, canonically: equal states give equal bytes."""
+    globals_json, boards, routes = state_rows(state)
+    routes_json = [[v, name, json.loads(data)] for v, name, data in routes]
+    return (
+        b'{"boards":[' + b",".join(boards) + b'],"globals":' + globals_json + b',"routes":' + _dumps(routes_json) + b"}"
+    )

@@ -1,0 +1,460 @@
+"""The ingest use cases: each gathers facts through the adapters (git, Postgres), lets the domain judge them, then
+writes the ref and its events in one Postgres transaction and moves the git ref after the commit.
+
+Why this order is crash-safe: a push's objects enter the repository (quarantine migration) before the transaction,
+so when the transaction commits, the recorded ref value always names objects that exist. Postgres holds the truth for
+refs; the git ref follows right after the commit and ``start`` reconciles every git ref from the table, so a crash
+between the two never leaves a ref without its event or an event without its ref.
+"""
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from google.protobuf import json_format, struct_pb2
+from kernelboard.v1 import events_pb2
+
+from services.common import auth, metrics
+from services.common.eventlog import EventLog, NewEvent
+from services.common.logs import bind_ids, get_logger
+from services.common.rules import RulesError, load_rules
+from services.ingest import domain, store
+from services.ingest.domain import Actor, RefTarget, Refusal
+from services.ingest.gitrepo import HostedRepo, MergeConflict, UnbundleError
+
+DEFAULT_MAX_BUNDLE_BYTES = 64 * 1024 * 1024
+
+PUSHES = metrics.counter(
+    "kb_ingest_pushes_total",
+    "Pushes to the hosted repository, by result and the reason of a refusal",
+    ["result", "reason"],
+)
+BUNDLE_BYTES = metrics.histogram(
+    "kb_ingest_bundle_bytes",
+    "Size of pushed bundles in bytes",
+    buckets=(1e3, 1e4, 1e5, 1e6, 4e6, 16e6, 64e6, 256e6),
+)
+PUSH_SECONDS = metrics.histogram("kb_ingest_push_seconds", "Time to check and record a push", ["result"])
+
+log = get_logger()
+
+
+@dataclass(frozen=True)
+class PushResult:
+    ref: str
+    sha: str
+    parent: str
+    event_id: str
+    changed_paths: tuple[str, ...] = ()
+    metrics_reported: bool = False
+    rules_approved: bool = False
+
+
+@dataclass
+class CheckedPush:
+    """What a push will record once its checks passed."""
+
+    target: RefTarget
+    old: str
+    new: str
+    changed_paths: list[str]
+    metrics: dict[str, domain.Metrics] = field(default_factory=dict)
+    rules: tuple[int, str] | None = None  # (benchmark version, scienceslack.json) when the tag moves
+
+
+def refused_by_git(err: UnbundleError) -> Refusal:
+    if err.missing_prerequisites:
+        return Refusal(
+            "FAILED_PRECONDITION",
+            "missing_prerequisites",
+            f"the bundle builds on commits the hosted repository does not have; fetch and bundle again ({err})",
+        )
+    return domain.invalid("malformed_bundle", f"malformed bundle: git could not read it ({err})")
+
+
+class Ingest:
+    def __init__(self, log: EventLog, repo: HostedRepo, *, max_bundle_bytes: int = DEFAULT_MAX_BUNDLE_BYTES):
+        self.log = log
+        self.pool = log.pool
+        self.repo = repo
+        self.max_bundle_bytes = max_bundle_bytes
+        self._git_refs = asyncio.Lock()
+
+    async def start(self) -> list[str]:
+        """Create the repository if new and bring its refs in step with Postgres; returns the refs it repaired."""
+        await self.repo.init()
+        self.repo.clear_quarantine()
+        async with self._git_refs:
+            repaired = await self.repo.reconcile(await store.ref_values(self.pool))
+        if repaired:
+            log.warning("git refs reconciled from postgres", refs=repaired)
+        return repaired
+
+    async def _sync_git_ref(self, ref: str) -> None:
+        """Move the git ref to its recorded value. Reading the truth under the lock makes concurrent syncs converge
+        on the latest value whatever order they run in."""
+        async with self._git_refs:
+            await self.repo.set_ref(ref, await store.ref_value(self.pool, ref))
+
+    # --- push ------------------------------------------------------------------------------------------------------
+
+    def count_refusal(self, refusal: Refusal, size: int, started: float | None = None) -> None:
+        BUNDLE_BYTES.observe(size)
+        PUSHES.labels("refused", refusal.reason).inc()
+        if started is not None:
+            PUSH_SECONDS.labels("refused").observe(time.monotonic() - started)
+
+    async def push(self, actor: Actor, ref_name: str, bundle: bytes) -> PushResult:
+        """Check a bundle for one ref and record it, or raise the Refusal that names what is wrong. Nothing is
+        written unless every check passed."""
+        started = time.monotonic()
+        try:
+            result = await self._push(actor, ref_name, bundle)
+        except Refusal as refusal:
+            self.count_refusal(refusal, len(bundle), started)
+            log.info("push refused", ref=ref_name, actor=actor.name, reason=refusal.reason, message=refusal.message)
+            raise
+        BUNDLE_BYTES.observe(len(bundle))
+        PUSHES.labels("accepted", "").inc()
+        PUSH_SECONDS.labels("accepted").observe(time.monotonic() - started)
+        return result
+
+    async def _push(self, actor: Actor, ref_name: str, bundle: bytes) -> PushResult:
+        target = domain.parse_ref(ref_name)
+        domain.check_size(len(bundle), self.max_bundle_bytes)
+        tip = domain.bundle_tip(domain.parse_bundle_header(bundle), target)
+        old = await self._check_writer(actor, target)
+        with bind_ids(ref=target.ref, sha=tip):
+            if old == tip:
+                return PushResult(target.ref, tip, old, "")
+            try:
+                async with self.repo.quarantine(bundle) as quarantine:
+                    checked = await self._check(quarantine, target, old, tip)
+                    quarantine.migrate()
+            except UnbundleError as err:
+                raise refused_by_git(err) from None
+            return await self._record(actor, checked)
+
+    async def advance(self, actor: Actor, ref_name: str, sha: str) -> PushResult:
+        """Move a ref to a commit already in the repository (made here, e.g. by seeding), through the same checks
+        and records as a push."""
+        target = domain.parse_ref(ref_name)
+        old = await self._check_writer(actor, target)
+        if old == sha:
+            return PushResult(target.ref, sha, old, "")
+        return await self._record(actor, await self._check(self.repo, target, old, sha))
+
+    async def _check_writer(self, actor: Actor, target: RefTarget) -> str:
+        """Who may write the ref; returns its recorded value ("" when new)."""
+        route = await store.get_route(self.pool, target.route) if target.route else None
+        domain.check_write(actor, target, route.owner if route else None)
+        return await store.ref_value(self.pool, target.ref)
+
+    async def _check(self, q, target: RefTarget, old: str, tip: str) -> CheckedPush:
+        if await q.object_type(tip) != "commit":
+            raise domain.invalid(
+                "malformed_bundle", f"{target.ref} must point at a commit; the bundle's {tip[:12]} is not"
+            )
+        if not await q.is_connected(tip):
+            raise domain.invalid("malformed_bundle", f"malformed bundle: objects reachable from {tip[:12]} are missing")
+        domain.check_fast_forward(target, old, tip, bool(old) and await q.is_ancestor(old, tip))
+        main = await store.ref_value(self.pool, domain.MAIN_REF)
+        if target.kind == events_pb2.COMMIT_KIND_ROUTE:
+            domain.check_route_commits(target.route, await q.new_commits(tip, [old, main]))
+            domain.check_route_files(target.route, await q.tree_entries(tip, domain.route_folder(target.route)))
+        checked = CheckedPush(target, old, tip, await q.changed_paths(old, tip))
+        if target.kind == events_pb2.COMMIT_KIND_TAG:
+            checked.rules = await self._check_rules(q, tip, main)
+        for route in domain.reported_routes(target, checked.changed_paths):
+            path = domain.metrics_path(route)
+            text = await q.read_file(tip, path)
+            if text is not None:
+                checked.metrics[route] = domain.parse_metrics(path, text.decode("utf-8", "replace"))
+        return checked
+
+    async def _check_rules(self, objects, commit: str, main: str) -> tuple[int, str]:
+        if not main or not await objects.is_ancestor(commit, main):
+            raise Refusal(
+                "FAILED_PRECONDITION",
+                "tag_not_on_main",
+                f"the tag checks marks a commit on main; {commit[:12]} is not on main (merge it first)",
+            )
+        text = await objects.read_file(commit, domain.RULES_FILE)
+        if text is None:
+            raise domain.invalid("malformed_rules", f"{commit[:12]} has no {domain.RULES_FILE}")
+        try:
+            rules = load_rules(text)
+        except RulesError as err:
+            raise domain.invalid("malformed_rules", f"{domain.RULES_FILE} at {commit[:12]}: {err}") from None
+        return rules.benchmark_version, text.decode()
+
+    async def rules_at_tag(self, conn=None) -> dict:
+        """scienceslack.json at the tag checks, the rules that judge ({} before seeding)."""
+        tag = await store.ref_value(conn or self.pool, domain.CHECKS_TAG)
+        text = await self.repo.read_file(tag, domain.RULES_FILE) if tag else None
+        return json.loads(text) if text else {}
+
+    async def _record(self, actor: Actor, checked: CheckedPush) -> PushResult:
+        target = checked.target
+        commit = events_pb2.CommitIngested(
+            ref=target.ref,
+            sha=checked.new,
+            parent=checked.old,
+            kind=target.kind,
+            route=target.route,
+            job_id=target.job_id,
+            pull_number=target.pull_number,
+            changed_paths=checked.changed_paths,
+            owner=domain.owner_of(actor),
+        )
+        # Everything is computed before the transaction, and the appends come last in it: an append holds the log's
+        # position lock until the commit.
+        appends = [(target.stream, commit)]
+        if checked.metrics:
+            version = (await self.rules_at_tag()).get("benchmark", {}).get("version", 0)
+            appends += [
+                (f"route:{route}", self._metrics_event(actor, route, checked.new, reported, version))
+                for route, reported in checked.metrics.items()
+            ]
+        if checked.rules:
+            version, text = checked.rules
+            approved = events_pb2.RulesApproved(
+                rules_commit=checked.new, previous_commit=checked.old, benchmark_version=version, rules_json=text
+            )
+            appends.append(("rules", approved))
+        async with self.pool.acquire() as conn, conn.transaction():
+            try:
+                await store.move_ref(conn, target.ref, checked.old, checked.new, actor.name)
+            except store.RefMoved as err:
+                raise Refusal("ABORTED", "conflict", str(err)) from None
+            if checked.rules:
+                synced = await auth.set_maintainers(conn, load_rules(checked.rules[1]).maintainers)
+                if synced.promoted or synced.demoted:
+                    log.info("maintainers changed with the rules", promoted=synced.promoted, demoted=synced.demoted)
+            appended = [
+                (await self.log.append(stream, None, [NewEvent(payload, actor.name)], conn=conn))[0]
+                for stream, payload in appends
+            ]
+        await self._sync_git_ref(target.ref)
+        log.info(
+            "push accepted",
+            ref=target.ref,
+            sha=checked.new,
+            parent=checked.old,
+            actor=actor.name,
+            event_id=appended[0].event_id,
+        )
+        return PushResult(
+            target.ref,
+            checked.new,
+            checked.old,
+            appended[0].event_id,
+            tuple(checked.changed_paths),
+            bool(checked.metrics),
+            bool(checked.rules),
+        )
+
+    @staticmethod
+    def _metrics_event(actor: Actor, route: str, sha: str, reported: domain.Metrics, version: int):
+        subtasks = json_format.ParseDict(reported.subtasks, struct_pb2.Value())
+        return events_pb2.MetricsReported(
+            route=route,
+            sha=sha,
+            score=reported.score,
+            cost=reported.cost,
+            subtasks=subtasks,
+            by_maintainer=actor.is_maintainer,
+            reporter=actor.name,
+            benchmark_version=version,
+        )
+
+    # --- routes ----------------------------------------------------------------------------------------------------
+
+    async def start_route(self, actor: Actor, name: str) -> store.RouteRow:
+        domain.validate_route_name(name)
+        main = await store.ref_value(self.pool, domain.MAIN_REF)
+        if not main:
+            raise Refusal(
+                "FAILED_PRECONDITION", "no_main", "main is not seeded yet: run `python -m services.ingest.seed`"
+            )
+        ref = domain.route_ref(name)
+        async with self.pool.acquire() as conn, conn.transaction():
+            route = await store.insert_route(conn, name, domain.owner_of(actor), actor.name, main)
+            if route is None:
+                existing = await store.get_route(conn, name)
+                raise Refusal("ALREADY_EXISTS", "route_exists", f"route {name!r} exists (owner {existing.owner})")
+            await store.move_ref(conn, ref, "", main, actor.name)
+            started = events_pb2.RouteStarted(route=name, owner=route.owner, started_by=actor.name, base_sha=main)
+            await self.log.append(f"route:{name}", None, [NewEvent(started, actor.name)], conn=conn)
+        await self._sync_git_ref(ref)
+        log.info("route started", route=name, owner=route.owner, actor=actor.name, base_sha=main)
+        return route
+
+    async def get_route(self, name: str) -> tuple[store.RouteRow, str]:
+        route = await store.get_route(self.pool, domain.validate_route_name(name))
+        if route is None:
+            raise Refusal("NOT_FOUND", "unknown_route", f"unknown route {name!r}")
+        return route, await store.ref_value(self.pool, domain.route_ref(name))
+
+    async def list_routes(self) -> list[tuple[store.RouteRow, str]]:
+        async with self.pool.acquire() as conn:
+            heads = await store.ref_values(conn)
+            return [(r, heads.get(domain.route_ref(r.route), "")) for r in await store.list_routes(conn)]
+
+    # --- fetch -----------------------------------------------------------------------------------------------------
+
+    async def fetch(self, refs: list[str], have: list[str] = ()) -> bytes:
+        """A bundle of the named refs (default: main, the tag checks and every route), without what the caller's
+        ``have`` commits reach; empty when they reach everything."""
+        recorded = await store.ref_values(self.pool)
+        if refs:
+            wanted = [domain.parse_ref(name).ref for name in refs]
+            missing = [ref for ref in wanted if ref not in recorded]
+            if missing:
+                raise Refusal("NOT_FOUND", "unknown_ref", f"no such ref: {', '.join(missing)}")
+        else:
+            wanted = [
+                ref
+                for ref in sorted(recorded)
+                if ref in (domain.MAIN_REF, domain.CHECKS_TAG) or ref.startswith(domain.ROUTE_PREFIX)
+            ]
+        if not wanted:
+            raise Refusal("FAILED_PRECONDITION", "no_main", "the hosted repository is empty: nothing to fetch")
+        known = await self.repo.known_commits([sha for sha in have if domain.OBJECT_ID.match(sha)])
+        return await self.repo.create_bundle(wanted, exclude=known)
+
+    # --- pull requests ---------------------------------------------------------------------------------------------
+
+    async def open_pull(self, actor: Actor, route_name: str, title: str) -> store.PullRow:
+        route, head = await self.get_route(route_name)
+        domain.check_route_writer(actor, route.route, route.owner)
+        main = await store.ref_value(self.pool, domain.MAIN_REF)
+        if await self.repo.is_ancestor(head, main):
+            raise Refusal("FAILED_PRECONDITION", "nothing_to_merge", f"route {route.route!r} brings nothing main lacks")
+        title = title.strip() or f"Merge route {route.route}"
+        changed = await self.repo.changed_paths(await self.repo.merge_base(main, head), head)  # what the route brings
+        async with self.pool.acquire() as conn, conn.transaction():
+            number = await store.insert_pull(conn, route.route, head, domain.MAIN_REF, title, actor.name)
+            target = domain.parse_ref(domain.pull_ref(number))
+            await store.move_ref(conn, target.ref, "", head, actor.name)
+            opened = events_pb2.PullRequestOpened(
+                number=number,
+                route=route.route,
+                head_sha=head,
+                base_ref=domain.MAIN_REF,
+                title=title,
+                author=actor.name,
+            )
+            commit = events_pb2.CommitIngested(
+                ref=target.ref,
+                sha=head,
+                kind=events_pb2.COMMIT_KIND_PULL,
+                route=route.route,
+                pull_number=number,
+                changed_paths=changed,
+                owner=domain.owner_of(actor),
+            )
+            await self.log.append(
+                target.stream, 0, [NewEvent(opened, actor.name), NewEvent(commit, actor.name)], conn=conn
+            )
+        await self._sync_git_ref(target.ref)
+        log.info("pull request opened", number=number, route=route.route, head=head, actor=actor.name)
+        return await self.get_pull(number)
+
+    async def get_pull(self, number: int) -> store.PullRow:
+        pull = await store.get_pull(self.pool, number)
+        if pull is None:
+            raise Refusal("NOT_FOUND", "unknown_pull", f"no pull request #{number}")
+        return pull
+
+    async def list_pulls(self, route: str, state: str) -> list[store.PullRow]:
+        return await store.list_pulls(self.pool, route, state)
+
+    async def review(self, actor: Actor, number: int, verdict: int, body: str) -> store.PullRow:
+        async with self.pool.acquire() as conn, conn.transaction():
+            pull = await store.get_pull(conn, number, for_update=True)
+            if pull is None:
+                raise Refusal("NOT_FOUND", "unknown_pull", f"no pull request #{number}")
+            domain.check_review(verdict, pull.state, number)
+            await store.insert_review(conn, number, verdict, body, actor.name)
+            reviewed = events_pb2.PullRequestReviewed(number=number, verdict=verdict, body=body, reviewer=actor.name)
+            await self.log.append(f"pull:{number}", None, [NewEvent(reviewed, actor.name)], conn=conn)
+        return await self.get_pull(number)
+
+    async def merge(self, actor: Actor, number: int) -> store.PullRow:
+        """A merge commit of the pull request's head into main (maintainers only). The rules that judge change only
+        when a maintainer moves the tag checks, never by a merge."""
+        pull = await self.get_pull(number)
+        domain.check_merge(actor, pull.state, number)
+        main = await store.ref_value(self.pool, domain.MAIN_REF)
+        message = f"Merge route {pull.route} (#{number}): {pull.title}"
+        try:
+            merge_sha = await self.repo.merge(main, pull.head_sha, message, actor.name)
+        except MergeConflict as err:
+            raise Refusal("FAILED_PRECONDITION", "merge_conflict", f"pull request #{number}: {err}") from None
+        commit = events_pb2.CommitIngested(
+            ref=domain.MAIN_REF,
+            sha=merge_sha,
+            parent=main,
+            kind=events_pb2.COMMIT_KIND_MAIN,
+            changed_paths=await self.repo.changed_paths(main, merge_sha),
+            owner=domain.owner_of(actor),
+        )
+        merged = events_pb2.PullRequestMerged(
+            number=number, merge_sha=merge_sha, base_ref=domain.MAIN_REF, merged_by=actor.name
+        )
+        async with self.pool.acquire() as conn, conn.transaction():
+            locked = await store.get_pull(conn, number, for_update=True)
+            domain.check_merge(actor, locked.state, number)
+            try:
+                await store.move_ref(conn, domain.MAIN_REF, main, merge_sha, actor.name)
+            except store.RefMoved as err:
+                raise Refusal("ABORTED", "conflict", str(err)) from None
+            await store.mark_merged(conn, number, merge_sha, actor.name)
+            await self.log.append("main", None, [NewEvent(commit, actor.name)], conn=conn)
+            await self.log.append(f"pull:{number}", None, [NewEvent(merged, actor.name)], conn=conn)
+        await self._sync_git_ref(domain.MAIN_REF)
+        log.info("pull request merged", number=number, merge_sha=merge_sha, actor=actor.name)
+        return await self.get_pull(number)
+
+    # --- identities ------------------------------------------------------------------------------------------------
+
+    async def create_token(
+        self, actor: Actor, name: str, kind: int, ttl_s: int, member: bool
+    ) -> tuple[str, auth.Principal, bool]:
+        name = name or actor.name
+        if ttl_s < 0:
+            raise domain.invalid("ttl", f"ttl_seconds must be >= 0, got {ttl_s}")
+        async with self.pool.acquire() as conn, conn.transaction():
+            principal = await auth.get_principal(conn, name)
+            registered = principal is None
+            if not kind:
+                kind = principal.kind if principal else domain.AGENT if "/" in name else domain.PERSON
+            domain.check_token_grant(actor, name, kind, member)
+            if registered:
+                role = domain.role_for(name, kind, (await self.rules_at_tag(conn)).get("maintainers", ()), member)
+                owner = domain.owner_from_name(name, kind)
+                try:
+                    principal = await auth.register_principal(
+                        conn, name, kind, owner, role, log=self.log, actor=actor.name
+                    )
+                except ValueError as err:
+                    raise domain.invalid("principal", str(err)) from None
+            elif principal.kind != kind:
+                raise domain.invalid("principal", f"{name} is registered as another kind of principal")
+            token = await auth.issue_token(conn, name, ttl=timedelta(seconds=ttl_s) if ttl_s else None)
+        log.info("token created", principal=name, actor=actor.name, registered=registered)
+        return token, principal, registered
+
+    async def revoke_token(self, actor: Actor, token: str) -> str:
+        try:
+            holder = await auth.authenticate(self.pool, token)
+        except auth.AuthError as err:
+            raise domain.invalid("token", f"cannot revoke: {err}") from None
+        domain.check_token_revoke(actor, holder.name, holder.owner)
+        async with self.pool.acquire() as conn:
+            await auth.revoke_token(conn, token)
+        log.info("token revoked", principal=holder.name, actor=actor.name)
+        return holder.name

@@ -1,0 +1,442 @@
+"""``kb`` commands for the hosted repository: login, whoami, route start, routes, clone, fetch, push, pr, rules
+approve, token. Human output by default, ``--json`` for machines.
+
+A clone is a normal git repository whose ``origin`` is a bundle file kept in ``.git/kb/origin.bundle``: ``kb fetch``
+refreshes that file from the service and runs ``git fetch origin``; ``kb push`` bundles a local branch against what
+origin last showed and streams it to the service.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from services.cli.client import NotSignedIn, channel, metadata, save_token
+
+CHUNK_BYTES = 256 * 1024
+PROGRESS_FROM_BYTES = 1024 * 1024
+VERDICTS = ("approve", "request_changes", "comment")  # events.proto's ReviewVerdict, REVIEW_VERDICT_<NAME>
+
+
+class CliError(Exception):
+    pass
+
+
+def stub():
+    from kernelboard.v1 import ingest_pb2_grpc
+
+    return ingest_pb2_grpc.IngestStub(channel("ingest"))
+
+
+def emit(args, data: dict, human: str) -> None:
+    print(json.dumps(data, indent=2, sort_keys=True) if args.json else human)
+
+
+def progress(verb: str, done: int, total: int) -> None:
+    if total >= PROGRESS_FROM_BYTES:
+        end = "\n" if done >= total else ""
+        print(f"\r{verb} {done / 1e6:.1f} / {total / 1e6:.1f} MB", end=end, file=sys.stderr, flush=True)
+
+
+def git(*args: str, cwd: str | Path | None = None, check: bool = True) -> str:
+    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        raise CliError(f"git {' '.join(args[:2])}: {proc.stderr.strip()}")
+    return proc.stdout.strip()
+
+
+def git_bytes(*args: str, cwd: str | Path | None = None) -> tuple[int, bytes, str]:
+    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True)
+    return proc.returncode, proc.stdout, proc.stderr.decode("utf-8", "replace").strip()
+
+
+def handler(fn):
+    """Run a command, turning service and git errors into one line on stderr and exit status 1."""
+
+    def run(args) -> int:
+        import grpc
+
+        try:
+            return fn(args) or 0
+        except grpc.RpcError as err:
+            print(f"kb: {err.code().name}: {err.details()}", file=sys.stderr)
+        except (CliError, NotSignedIn) as err:
+            print(f"kb: {err}", file=sys.stderr)
+        return 1
+
+    return run
+
+
+def principal_dict(p) -> dict:
+    from services.common.auth import KIND_NAMES, ROLE_NAMES
+
+    return {"name": p.name, "kind": KIND_NAMES.get(p.kind, "?"), "owner": p.owner, "role": ROLE_NAMES.get(p.role, "?")}
+
+
+def describe(p) -> str:
+    from services.common.auth import Principal
+
+    return Principal(p.name, p.kind, p.owner, p.role).describe()
+
+
+# --- sign-in -------------------------------------------------------------------------------------------------------
+
+
+@handler
+def cmd_login(args):
+    from kernelboard.v1 import ingest_pb2
+
+    token = args.token or (sys.stdin.readline().strip() if not sys.stdin.isatty() else "")
+    if not token:
+        raise CliError("give the token: kb login --token kb_... (or on standard input)")
+    me = stub().WhoAmI(ingest_pb2.WhoAmIRequest(), metadata=metadata(token))
+    path = save_token(token)
+    emit(args, {**principal_dict(me), "credentials": str(path)}, f"signed in as {describe(me)}; token in {path}")
+
+
+@handler
+def cmd_whoami(args):
+    from kernelboard.v1 import ingest_pb2
+
+    me = stub().WhoAmI(ingest_pb2.WhoAmIRequest(), metadata=metadata())
+    emit(args, principal_dict(me), describe(me))
+
+
+@handler
+def cmd_token_create(args):
+    from kernelboard.v1 import ingest_pb2
+
+    kind = 3 if args.service else 0
+    reply = stub().CreateToken(
+        ingest_pb2.CreateTokenRequest(name=args.name or "", kind=kind, ttl_seconds=args.ttl, member=args.member),
+        metadata=metadata(),
+    )
+    data = {"token": reply.token, "principal": principal_dict(reply.principal), "registered": reply.registered}
+    new = " (newly registered)" if reply.registered else ""
+    emit(args, data, f"token for {describe(reply.principal)}{new}, shown once:\n{reply.token}")
+
+
+@handler
+def cmd_token_revoke(args):
+    from kernelboard.v1 import ingest_pb2
+
+    reply = stub().RevokeToken(ingest_pb2.RevokeTokenRequest(token=args.token), metadata=metadata())
+    emit(args, {"revoked": reply.principal}, f"revoked a token of {reply.principal}")
+
+
+# --- routes --------------------------------------------------------------------------------------------------------
+
+
+def route_dict(r) -> dict:
+    return {"route": r.route, "owner": r.owner, "started_by": r.started_by, "head": r.head_sha, "base": r.base_sha}
+
+
+@handler
+def cmd_route_start(args):
+    from kernelboard.v1 import ingest_pb2
+
+    r = stub().StartRoute(ingest_pb2.StartRouteRequest(route=args.name), metadata=metadata())
+    emit(
+        args,
+        route_dict(r),
+        f"started route {r.route} (owner {r.owner}) at main {r.head_sha[:12]}; "
+        f"`kb clone --route {r.route}` to work on it",
+    )
+
+
+@handler
+def cmd_routes(args):
+    from kernelboard.v1 import ingest_pb2
+
+    routes = stub().ListRoutes(ingest_pb2.ListRoutesRequest(), metadata=metadata()).routes
+    lines = [f"{'ROUTE':<24} {'OWNER':<16} {'HEAD':<12} STARTED BY"]
+    lines += [f"{r.route:<24} {r.owner:<16} {r.head_sha[:12]:<12} {r.started_by}" for r in routes]
+    emit(args, {"routes": [route_dict(r) for r in routes]}, "\n".join(lines))
+
+
+# --- clone, fetch, push --------------------------------------------------------------------------------------------
+
+
+def fetch_bundle(target: Path, have=()) -> int:
+    """Write the service's bundle (main, the tag checks, every route; without what ``have`` reaches) to ``target``;
+    returns its size, 0 (and nothing written) when ``have`` already reaches everything."""
+    from kernelboard.v1 import ingest_pb2
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    received = 0
+    with tempfile.NamedTemporaryFile(dir=target.parent, delete=False) as out:
+        for chunk in stub().FetchStream(ingest_pb2.FetchRequest(have=list(have)), metadata=metadata()):
+            out.write(chunk.data)
+            received += len(chunk.data)
+            progress("received", received, chunk.total_bytes)
+    if received:
+        os.replace(out.name, target)
+    else:
+        os.unlink(out.name)
+    return received
+
+
+@handler
+def cmd_clone(args):
+    dest = Path(args.dir or (f"kb-{args.route}" if args.route else "kernelboard")).resolve()
+    if dest.exists() and any(dest.iterdir()):
+        raise CliError(f"{dest} exists and is not empty")
+    branch = f"routes/{args.route}" if args.route else "main"
+    with tempfile.TemporaryDirectory() as tmp:
+        bundle = Path(tmp) / "origin.bundle"
+        size = fetch_bundle(bundle)
+        git("clone", "--quiet", "--branch", branch, str(bundle), str(dest))
+        kept = dest / ".git" / "kb" / "origin.bundle"
+        kept.parent.mkdir(parents=True)
+        shutil.move(bundle, kept)
+    git("remote", "set-url", "origin", str(kept), cwd=dest)
+    if args.route:
+        git("config", "kb.route", args.route, cwd=dest)
+    emit(
+        args,
+        {"dir": str(dest), "branch": branch, "bytes": size},
+        f"cloned into {dest} on branch {branch} ({size} bytes)",
+    )
+
+
+def repo_root(path: str | None) -> Path:
+    root = git("rev-parse", "--show-toplevel", cwd=path or ".", check=False)
+    if not root:
+        raise CliError("not inside a git clone (run `kb clone` first, or pass -C DIR)")
+    return Path(root)
+
+
+def refresh_origin(root: Path) -> int:
+    """Fetch what origin gained since the last fetch (an incremental bundle) into refs/remotes/origin/*."""
+    known = git("for-each-ref", "--format=%(objectname)", "refs/remotes/origin", "refs/tags", cwd=root).split()
+    kept = root / ".git" / "kb" / "origin.bundle"
+    size = fetch_bundle(kept, have=sorted(set(known)))
+    if size:
+        git("remote", "set-url", "origin", str(kept), cwd=root)
+        # No --prune: an incremental bundle leaves out the refs that did not move.
+        git("fetch", "--quiet", "origin", "+refs/heads/*:refs/remotes/origin/*", "+refs/tags/*:refs/tags/*", cwd=root)
+    return size
+
+
+@handler
+def cmd_fetch(args):
+    root = repo_root(args.C)
+    size = refresh_origin(root)
+    human = f"fetched {size} bytes into {root} (refs/remotes/origin/*)" if size else "up to date"
+    emit(args, {"dir": str(root), "bytes": size}, human)
+
+
+def target_ref(name: str) -> str:
+    if name.startswith("refs/"):
+        return name
+    if name == "checks":
+        return "refs/tags/checks"
+    return f"refs/heads/{name}"
+
+
+def make_bundle(root: Path, ref: str) -> bytes:
+    """The commits of ``ref`` that origin did not show at the last fetch; when origin already has them all (a tag
+    moved onto a known commit), the tip commit alone."""
+    code, data, err = git_bytes("bundle", "create", "--quiet", "-", ref, "--not", "--remotes=origin", cwd=root)
+    if code != 0 and "empty bundle" in err:
+        code, data, err = git_bytes("bundle", "create", "--quiet", "-", "-1", ref, cwd=root)
+    if code != 0:
+        raise CliError(f"git bundle create: {err}")
+    return data
+
+
+def stream_push(ref: str, bundle: bytes):
+    from kernelboard.v1 import ingest_pb2
+
+    def chunks():
+        for offset in range(0, max(len(bundle), 1), CHUNK_BYTES):
+            yield ingest_pb2.PushChunk(ref=ref if offset == 0 else "", data=bundle[offset : offset + CHUNK_BYTES])
+            progress("sent", min(offset + CHUNK_BYTES, len(bundle)), len(bundle))
+
+    return stub().PushStream(chunks(), metadata=metadata())
+
+
+def push_ref(args, root: Path, ref: str) -> None:
+    if not git("rev-parse", "--verify", "--quiet", ref, cwd=root, check=False):
+        raise CliError(f"no local {ref}: push a local branch named like its hosted ref (e.g. routes/<route>)")
+    bundle = make_bundle(root, ref)
+    reply = stream_push(ref, bundle)
+    if ref.startswith("refs/heads/"):
+        git("update-ref", "refs/remotes/origin/" + ref[len("refs/heads/") :], reply.sha, cwd=root)
+    data = {
+        "ref": reply.ref,
+        "sha": reply.sha,
+        "parent": reply.parent,
+        "event_id": reply.event_id,
+        "bytes": len(bundle),
+        "changed_paths": list(reply.changed_paths),
+        "metrics_reported": reply.metrics_reported,
+        "rules_approved": reply.rules_approved,
+    }
+    if not reply.event_id:
+        human = f"{reply.ref} already at {reply.sha[:12]}: nothing to push"
+    else:
+        extra = (" + metrics reported" if reply.metrics_reported else "") + (
+            " + rules approved" if reply.rules_approved else ""
+        )
+        human = (
+            f"pushed {reply.ref}: {reply.parent[:12] or '(new)'} -> {reply.sha[:12]} "
+            f"({len(reply.changed_paths)} paths, {len(bundle)} bytes){extra}"
+        )
+    emit(args, data, human)
+
+
+@handler
+def cmd_push(args):
+    root = repo_root(args.C)
+    name = args.ref
+    if not name:
+        route = git("config", "kb.route", cwd=root, check=False)
+        name = f"routes/{route}" if route else git("symbolic-ref", "--short", "HEAD", cwd=root, check=False)
+    if not name:
+        raise CliError("name the ref to push (detached HEAD and no kb.route)")
+    push_ref(args, root, target_ref(name))
+
+
+@handler
+def cmd_rules_approve(args):
+    """Move the tag checks (maintainers): the rules at that commit judge from now on."""
+    root = repo_root(args.C)
+    commit = git("rev-parse", "--verify", f"{args.commit}^{{commit}}", cwd=root)
+    git("tag", "--force", "checks", commit, cwd=root)
+    push_ref(args, root, "refs/tags/checks")
+
+
+# --- pull requests -------------------------------------------------------------------------------------------------
+
+
+def pull_dict(p) -> dict:
+    return {
+        "number": p.number,
+        "route": p.route,
+        "title": p.title,
+        "author": p.author,
+        "state": p.state,
+        "head": p.head_sha,
+        "merge_sha": p.merge_sha,
+        "merged_by": p.merged_by,
+        "reviews": [{"reviewer": r.reviewer, "verdict": r.verdict, "body": r.body} for r in p.reviews],
+    }
+
+
+def pull_line(p) -> str:
+    return f"#{p.number} {p.state:<7} {p.route:<20} {p.author:<18} {p.title}"
+
+
+@handler
+def cmd_pr_open(args):
+    from kernelboard.v1 import ingest_pb2
+
+    route = args.route or git("config", "kb.route", cwd=args.C or ".", check=False)
+    if not route:
+        raise CliError("name the route: kb pr open --route NAME")
+    p = stub().OpenPullRequest(ingest_pb2.OpenPullRequestRequest(route=route, title=args.title), metadata=metadata())
+    emit(args, pull_dict(p), f"opened pull request #{p.number} from route {p.route} ({p.head_sha[:12]})")
+
+
+@handler
+def cmd_pr_review(args):
+    from kernelboard.v1 import events_pb2, ingest_pb2
+
+    verdict = events_pb2.ReviewVerdict.Value(f"REVIEW_VERDICT_{args.verdict.upper()}")
+    request = ingest_pb2.ReviewRequest(number=args.number, verdict=verdict, body=args.message)
+    p = stub().Review(request, metadata=metadata())
+    emit(args, pull_dict(p), f"reviewed #{p.number}: {args.verdict}")
+
+
+@handler
+def cmd_pr_merge(args):
+    from kernelboard.v1 import ingest_pb2
+
+    p = stub().Merge(ingest_pb2.MergeRequest(number=args.number), metadata=metadata())
+    emit(args, pull_dict(p), f"merged #{p.number} into main as {p.merge_sha[:12]}")
+
+
+@handler
+def cmd_pr_list(args):
+    from kernelboard.v1 import ingest_pb2
+
+    pulls = (
+        stub()
+        .ListPullRequests(
+            ingest_pb2.ListPullRequestsRequest(route=args.route or "", state=args.state or ""), metadata=metadata()
+        )
+        .pull_requests
+    )
+    emit(args, {"pull_requests": [pull_dict(p) for p in pulls]}, "\n".join(pull_line(p) for p in pulls) or "none")
+
+
+# --- registration --------------------------------------------------------------------------------------------------
+
+
+def add(subparsers, name: str, fn, help_: str):
+    parser = subparsers.add_parser(name, help=help_, description=help_)
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.set_defaults(handler=fn)
+    return parser
+
+
+def group(subparsers, name: str, help_: str):
+    parser = subparsers.add_parser(name, help=help_, description=help_)
+    return parser.add_subparsers(dest=f"{name}_command", metavar="COMMAND", required=True)
+
+
+def register(subparsers) -> None:
+    login = add(subparsers, "login", cmd_login, "sign in with an API token (checked with the service, then stored)")
+    login.add_argument("--token", help="the token (default: read from standard input)")
+    add(subparsers, "whoami", cmd_whoami, "who the stored token signs in as")
+
+    route = group(subparsers, "route", "routes: your own line of work in the benchmark")
+    start = add(
+        route, "start", cmd_route_start, "start a route from main's head (yours, your agents' and maintainers')"
+    )
+    start.add_argument("name", help="route name: 2-40 of a-z 0-9 -")
+    add(subparsers, "routes", cmd_routes, "list the routes")
+
+    clone = add(subparsers, "clone", cmd_clone, "clone the hosted repository (main, the tag checks, every route)")
+    clone.add_argument("dir", nargs="?", help="target directory (default kb-ROUTE or kernelboard)")
+    clone.add_argument("--route", help="check out routes/ROUTE and remember it for kb push / kb pr open")
+    fetch = add(subparsers, "fetch", cmd_fetch, "refresh origin's refs in a clone")
+    fetch.add_argument("-C", metavar="DIR", help="the clone (default: the current directory)")
+    push = add(subparsers, "push", cmd_push, "push a local branch to the same-named hosted ref (fast-forward only)")
+    push.add_argument("ref", nargs="?", help="routes/<route>, main, ... (default: the clone's route or branch)")
+    push.add_argument("-C", metavar="DIR", help="the clone (default: the current directory)")
+
+    pr = group(subparsers, "pr", "pull requests from a route into main")
+    opened = add(pr, "open", cmd_pr_open, "open a pull request from a route's head")
+    opened.add_argument("--route", help="default: the clone's route")
+    opened.add_argument("--title", default="", help="title")
+    opened.add_argument("-C", metavar="DIR", help="the clone (default: the current directory)")
+    review = add(pr, "review", cmd_pr_review, "approve, request changes or comment")
+    review.add_argument("number", type=int)
+    verdict = review.add_mutually_exclusive_group(required=True)
+    for name in VERDICTS:
+        verdict.add_argument(f"--{name.replace('_', '-')}", dest="verdict", action="store_const", const=name)
+    review.add_argument("-m", "--message", default="", help="the review's text")
+    merge = add(pr, "merge", cmd_pr_merge, "merge a pull request into main (maintainers)")
+    merge.add_argument("number", type=int)
+    listed = add(pr, "list", cmd_pr_list, "list pull requests")
+    listed.add_argument("--route")
+    listed.add_argument("--state", choices=["open", "merged"])
+
+    rules = group(subparsers, "rules", "the benchmark's rules (scienceslack.json at the tag checks)")
+    approve = add(rules, "approve", cmd_rules_approve, "move the tag checks to a commit on main (maintainers)")
+    approve.add_argument("commit", nargs="?", default="origin/main", help="default: origin/main")
+    approve.add_argument("-C", metavar="DIR", help="the clone (default: the current directory)")
+
+    token = group(subparsers, "token", "API tokens")
+    create = add(token, "create", cmd_token_create, "a token for yourself or your agent NAME (maintainers: anyone)")
+    create.add_argument("name", nargs="?", help="alice, alice/agent-1, system:x (default: yourself)")
+    create.add_argument("--ttl", type=int, default=0, help="lifetime in seconds (default: no expiry)")
+    create.add_argument("--member", action="store_true", help="register a new person as a member (maintainers)")
+    create.add_argument("--service", action="store_true", help="a service identity (maintainers)")
+    revoke = add(token, "revoke", cmd_token_revoke, "revoke a token (yours, your agents', or any for maintainers)")
+    revoke.add_argument("token")

@@ -1,0 +1,299 @@
+"""The hosted repository: a bare git repository driven through the git CLI.
+
+Why the git CLI (subprocess) rather than pygit2 or dulwich: bundles are git's own format and `git bundle unbundle`
+checks their prerequisites and indexes their pack exactly as git does; `git merge-tree --write-tree` gives a real
+three-way merge; and an object-directory quarantine (GIT_OBJECT_DIRECTORY + GIT_ALTERNATE_OBJECT_DIRECTORIES, as
+receive-pack does it) lets every check run on a pushed bundle before any of its objects enter the repository. git
+2.39 is installed everywhere the service runs; no new Python dependency.
+
+Postgres holds the truth for ref values (services/ingest/store.py); the git refs follow it (`set_ref`,
+`reconcile`).
+"""
+
+import asyncio
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from services.ingest.domain import NewCommit
+
+MANAGED_NAMESPACES = ("refs/heads/", "refs/tags/", "refs/jobs/", "refs/pull/")
+QUARANTINE_DIR = "kb-quarantine"
+
+
+class GitError(Exception):
+    def __init__(self, args: Sequence[str], returncode: int, stderr: str):
+        super().__init__(f"git {' '.join(args[:3])} failed ({returncode}): {stderr.strip()}")
+        self.returncode = returncode
+        self.stderr = stderr
+
+
+class UnbundleError(Exception):
+    """git refused a bundle: ``missing_prerequisites`` tells a stale base from a corrupt bundle."""
+
+    def __init__(self, message: str, missing_prerequisites: bool):
+        super().__init__(message)
+        self.missing_prerequisites = missing_prerequisites
+
+
+class MergeConflict(Exception):
+    pass
+
+
+def author_env(name: str) -> dict[str, str]:
+    email = name.replace("/", ".").replace(":", ".") + "@kernelboard"
+    return {
+        "GIT_AUTHOR_NAME": name,
+        "GIT_AUTHOR_EMAIL": email,
+        "GIT_COMMITTER_NAME": name,
+        "GIT_COMMITTER_EMAIL": email,
+    }
+
+
+async def run_git(
+    git_dir: Path, *args: str, env: Mapping[str, str] | None = None, stdin: bytes | None = None, check: bool = True
+) -> tuple[int, bytes, str]:
+    full_env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", **(env or {})}
+    full_env.pop("GIT_DIR", None)
+    proc = await asyncio.create_subprocess_exec(
+        "git",
+        f"--git-dir={git_dir}",
+        *args,
+        stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=full_env,
+    )
+    out, err = await proc.communicate(stdin)
+    error_text = err.decode("utf-8", "replace")
+    if check and proc.returncode != 0:
+        raise GitError(args, proc.returncode, error_text)
+    return proc.returncode, out, error_text
+
+
+class Objects:
+    """Read access to the repository's objects, optionally with a quarantine's objects on top."""
+
+    def __init__(self, git_dir: Path, env: Mapping[str, str] | None = None):
+        self.git_dir = git_dir
+        self.env = dict(env or {})
+
+    async def git(self, *args: str, stdin: bytes | None = None, check: bool = True) -> tuple[int, bytes, str]:
+        return await run_git(self.git_dir, *args, env=self.env, stdin=stdin, check=check)
+
+    async def out(self, *args: str, stdin: bytes | None = None) -> str:
+        return (await self.git(*args, stdin=stdin))[1].decode()
+
+    async def object_type(self, rev: str) -> str | None:
+        code, out, _ = await self.git("cat-file", "-t", rev, check=False)
+        return out.decode().strip() if code == 0 else None
+
+    async def is_ancestor(self, ancestor: str, descendant: str) -> bool:
+        code, _, err = await self.git("merge-base", "--is-ancestor", ancestor, descendant, check=False)
+        if code not in (0, 1):
+            raise GitError(("merge-base", "--is-ancestor"), code, err)
+        return code == 0
+
+    async def merge_base(self, a: str, b: str) -> str:
+        return (await self.out("merge-base", a, b)).strip()
+
+    async def is_connected(self, tip: str) -> bool:
+        """Every object reachable from ``tip`` is present (bundle unbundle checks prerequisites, not completeness)."""
+        code, _, _ = await self.git("rev-list", "--objects", "--quiet", tip, "--not", "--all", check=False)
+        return code == 0
+
+    async def changed_paths(self, old: str, new: str) -> list[str]:
+        if not old:
+            return (await self.out("ls-tree", "-r", "--name-only", "-z", new)).split("\0")[:-1]
+        return (await self.out("diff-tree", "-r", "--name-only", "--no-commit-id", "-z", old, new)).split("\0")[:-1]
+
+    async def new_commits(self, tip: str, exclude: Sequence[str]) -> list[NewCommit]:
+        """The commits reachable from ``tip`` and from none of ``exclude``, each with its changes against each
+        parent."""
+        lines = (await self.out("rev-list", "--parents", tip, "--not", *[e for e in exclude if e], "--")).splitlines()
+        commits = []
+        for line in lines:
+            sha, *parents = line.split()
+            if parents:
+                changes = tuple([tuple(await self.changed_paths(p, sha)) for p in parents])
+            else:
+                changes = (tuple(await self.changed_paths("", sha)),)
+            commits.append(NewCommit(sha, changes))
+        return commits
+
+    async def tree_entries(self, rev: str, folder: str) -> list[tuple[str, str]]:
+        """(mode, path) of every entry under ``folder`` at ``rev``, recursively."""
+        out = await self.out("ls-tree", "-r", "-z", rev, "--", folder)
+        entries = []
+        for record in out.split("\0")[:-1]:
+            meta, path = record.split("\t", 1)
+            entries.append((meta.split(" ", 1)[0], path))
+        return entries
+
+    async def read_file(self, rev: str, path: str) -> bytes | None:
+        code, out, _ = await self.git("cat-file", "blob", f"{rev}:{path}", check=False)
+        return out if code == 0 else None
+
+
+class Quarantine(Objects):
+    """A pushed bundle's objects, unbundled into a private object directory that borrows the repository's objects.
+    Nothing reaches the repository until ``migrate``."""
+
+    def __init__(self, git_dir: Path, directory: Path):
+        objects = directory / "objects"
+        super().__init__(
+            git_dir,
+            {"GIT_OBJECT_DIRECTORY": str(objects), "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(git_dir / "objects")},
+        )
+        self.objects = objects
+
+    async def unbundle(self, bundle_path: Path) -> None:
+        code, _, err = await self.git("bundle", "unbundle", str(bundle_path), check=False)
+        if code != 0:
+            message = " ".join(line.strip() for line in err.splitlines() if line.strip())
+            raise UnbundleError(message or f"git bundle unbundle exited {code}", "prerequisite" in err)
+
+    def migrate(self) -> None:
+        """Move the quarantined objects into the repository: loose objects first, then packs, each pack's index last
+        so that no reader sees an index without its pack."""
+        target = self.git_dir / "objects"
+        files = [p for p in self.objects.rglob("*") if p.is_file()]
+        files.sort(key=lambda p: (p.parent.name == "pack", p.suffix == ".idx"))
+        for source in files:
+            destination = target / source.relative_to(self.objects)
+            if destination.exists():
+                continue
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(source, destination)
+
+
+class HostedRepo(Objects):
+    def __init__(self, path: Path):
+        super().__init__(Path(path))
+        self.path = Path(path)
+
+    async def init(self) -> None:
+        if (self.path / "HEAD").exists():
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        proc = await asyncio.create_subprocess_exec(
+            "git", "init", "--quiet", "--bare", "--initial-branch=main", str(self.path)
+        )
+        if await proc.wait() != 0:
+            raise RuntimeError(f"git init --bare {self.path} failed")
+        # Objects migrate in before their ref moves: never let an automatic gc prune them in that window.
+        await self.git("config", "gc.auto", "0")
+
+    def clear_quarantine(self, older_than_s: float = 3600) -> None:
+        """Remove what pushes interrupted by a crash left in quarantine. Only old entries: another process on the
+        same repository (the seed beside a running server) may be checking a push right now."""
+        root = self.path / QUARANTINE_DIR
+        if root.exists():
+            for entry in root.iterdir():
+                if time.time() - entry.stat().st_mtime > older_than_s:
+                    shutil.rmtree(entry, ignore_errors=True)
+
+    @asynccontextmanager
+    async def quarantine(self, bundle: bytes):
+        root = self.path / QUARANTINE_DIR
+        root.mkdir(exist_ok=True)
+        directory = Path(tempfile.mkdtemp(prefix=f"{uuid.uuid4().hex[:8]}-", dir=root))
+        try:
+            (directory / "objects" / "pack").mkdir(parents=True)
+            bundle_path = directory / "push.bundle"
+            bundle_path.write_bytes(bundle)
+            quarantine = Quarantine(self.path, directory)
+            await quarantine.unbundle(bundle_path)
+            yield quarantine
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
+
+    async def refs(self) -> dict[str, str]:
+        out = await self.out("for-each-ref", "--format=%(refname) %(objectname)", *MANAGED_NAMESPACES)
+        return dict(line.split(" ", 1) for line in out.splitlines())
+
+    async def update_refs(self, updates: Sequence[tuple[str, str, str]]) -> None:
+        """Move refs together: (ref, new, old) with ``old`` "" for a new ref and ``new`` "" to delete."""
+        zero = "0" * 40
+        lines = []
+        for ref, new, old in updates:
+            if new:
+                lines.append(f"update {ref} {new} {old or zero}")
+            else:
+                lines.append(f"delete {ref} {old}")
+        await self.git("update-ref", "--stdin", stdin=("\n".join(["start", *lines, "commit"]) + "\n").encode())
+
+    async def set_ref(self, ref: str, sha: str) -> None:
+        await self.git("update-ref", ref, sha)
+
+    async def reconcile(self, truth: Mapping[str, str]) -> list[str]:
+        """Make the git refs equal Postgres's: after a crash between the transaction and the git update, the ref
+        moves to its recorded value; a git ref Postgres never recorded is removed. Returns the refs it changed."""
+        actual = await self.refs()
+        updates = [(ref, sha, actual.get(ref, "")) for ref, sha in truth.items() if actual.get(ref) != sha]
+        updates += [(ref, "", sha) for ref, sha in actual.items() if ref not in truth]
+        if updates:
+            await self.update_refs(updates)
+        return sorted(ref for ref, _, _ in updates)
+
+    async def known_commits(self, shas: Sequence[str]) -> list[str]:
+        """The commits among ``shas`` that this repository has (a caller's claims, checked)."""
+        if not shas:
+            return []
+        out = await self.out(
+            "cat-file", "--batch-check=%(objectname) %(objecttype)", stdin="\n".join(shas).encode() + b"\n"
+        )
+        return [line.split()[0] for line in out.splitlines() if line.endswith(" commit")]
+
+    async def create_bundle(self, refs: Sequence[str], exclude: Sequence[str] = ()) -> bytes:
+        """A bundle of ``refs`` without what ``exclude`` reaches; empty when that leaves nothing to send."""
+        args = ["bundle", "create", "--quiet", "-", *refs]
+        if exclude:
+            args += ["--not", *exclude]
+        code, out, err = await self.git(*args, check=False)
+        if code != 0 and "empty bundle" in err:
+            return b""
+        if code != 0:
+            raise GitError(("bundle", "create"), code, err)
+        return out
+
+    async def commit_files(
+        self, parent: str, files: Mapping[str, bytes], message: str, author: str, *, remove_prefix: str = ""
+    ) -> str:
+        """A new commit: ``parent``'s tree (none for a root commit) with ``files`` written (and, when
+        ``remove_prefix`` is given, everything else under it removed)."""
+        with tempfile.TemporaryDirectory() as tmp:
+            index = Objects(self.path, {"GIT_INDEX_FILE": str(Path(tmp) / "index")})
+            if parent:
+                await index.git("read-tree", parent)
+            if remove_prefix:
+                await index.git("rm", "--cached", "-r", "--quiet", "--ignore-unmatch", "--", remove_prefix)
+            entries = []
+            for path, content in sorted(files.items()):
+                oid = (await index.out("hash-object", "-w", "--stdin", stdin=content)).strip()
+                entries.append(f"100644 {oid}\t{path}")
+            if entries:
+                await index.git("update-index", "--index-info", stdin=("\n".join(entries) + "\n").encode())
+            tree = (await index.out("write-tree")).strip()
+        parents = ["-p", parent] if parent else []
+        return await self.commit_tree(tree, parents, message, author)
+
+    async def commit_tree(self, tree: str, parent_args: Sequence[str], message: str, author: str) -> str:
+        _, out, _ = await run_git(self.path, "commit-tree", tree, *parent_args, "-m", message, env=author_env(author))
+        return out.decode().strip()
+
+    async def merge(self, base: str, head: str, message: str, author: str) -> str:
+        """A merge commit of ``head`` into ``base`` (parents base, head), or MergeConflict naming the paths."""
+        code, out, err = await self.git("merge-tree", "--write-tree", "--name-only", "-z", base, head, check=False)
+        if code == 1:
+            conflicted = [p for p in out.decode().split("\0\0", 1)[0].split("\0")[1:] if p]
+            raise MergeConflict(f"merge conflict in {', '.join(conflicted) or 'the trees'}")
+        if code != 0:
+            raise GitError(("merge-tree",), code, err)
+        tree = out.decode().split("\0", 1)[0].strip()
+        return await self.commit_tree(tree, ["-p", base, "-p", head], message, author)

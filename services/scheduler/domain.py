@@ -1,0 +1,495 @@
+"""The scheduler's domain: pure functions and plain data, no I/O.
+
+- sbatch directives: what a script asks for, resolved against the partition's defaults and checked against its limits;
+- sacct/squeue text: parsed into observations;
+- the job state machine: a job's view folded from its event stream, and the events an observation calls for;
+- the poll backoff.
+"""
+
+import re
+import shlex
+from dataclasses import dataclass, field, replace
+
+from kernelboard.v1 import events_pb2, scheduler_pb2
+
+# Slurm's terminal states, each handled: the job is over and its directory becomes a commit.
+FINISHED_STATES = frozenset(
+    {"COMPLETED", "FAILED", "TIMEOUT", "OUT_OF_MEMORY", "CANCELLED", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE"}
+)
+HELD_REASONS = frozenset({"JobHeldAdmin", "JobHeldUser"})
+JOB_EVENT_TYPES = frozenset(
+    {"JobSubmitted", "JobHeld", "JobReleased", "JobStateChanged", "JobFinished", "JobResultCommitted"}
+)
+
+
+class DirectiveError(ValueError):
+    """A #SBATCH directive the scheduler cannot read or that breaks a partition limit; the message names which."""
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Partition limits (scienceslack.json `limits.partitions`)
+
+
+@dataclass(frozen=True)
+class PartitionLimits:
+    name: str
+    max_time_s: int
+    default_time_s: int
+    cpus: int
+    mem_mb: int
+    gpus: int
+    default: bool = False
+
+    @property
+    def def_mem_per_cpu_mb(self) -> int:
+        return max(1, self.mem_mb // max(self.cpus, 1))
+
+
+def partition_limits(rules: dict) -> dict[str, PartitionLimits]:
+    """The partitions of the rules; the first by name is the default, as in the rendered slurm.conf."""
+    partitions = rules["limits"]["partitions"]
+    names = sorted(partitions)
+    return {
+        name: PartitionLimits(
+            name=name,
+            max_time_s=int(partitions[name]["max_time_s"]),
+            default_time_s=int(partitions[name]["default_time_s"]),
+            cpus=int(partitions[name]["cpus"]),
+            mem_mb=int(partitions[name]["mem_mb"]),
+            gpus=int(partitions[name].get("gpus", 0)),
+            default=name == names[0],
+        )
+        for name in names
+    }
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# sbatch directives
+
+_TIME_PATTERNS = (
+    (re.compile(r"^(\d+)$"), lambda m: int(m[1]) * 60),
+    (re.compile(r"^(\d+):(\d+)$"), lambda m: int(m[1]) * 60 + int(m[2])),
+    (re.compile(r"^(\d+):(\d+):(\d+)$"), lambda m: int(m[1]) * 3600 + int(m[2]) * 60 + int(m[3])),
+    (re.compile(r"^(\d+)-(\d+)$"), lambda m: int(m[1]) * 86400 + int(m[2]) * 3600),
+    (re.compile(r"^(\d+)-(\d+):(\d+)$"), lambda m: int(m[1]) * 86400 + int(m[2]) * 3600 + int(m[3]) * 60),
+    (
+        re.compile(r"^(\d+)-(\d+):(\d+):(\d+)$"),
+        lambda m: int(m[1]) * 86400 + int(m[2]) * 3600 + int(m[3]) * 60 + int(m[4]),
+    ),
+)
+_MEM_UNITS = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
+
+
+def parse_slurm_time(text: str) -> int:
+    """Seconds from Slurm's time syntax (minutes, m:s, h:m:s, d-h, d-h:m, d-h:m:s)."""
+    value = text.strip()
+    if value.lower() in {"infinite", "unlimited"}:
+        raise DirectiveError(f"--time={text}: an unlimited time is not allowed; give a limit")
+    for pattern, seconds in _TIME_PATTERNS:
+        if match := pattern.match(value):
+            return seconds(match)
+    raise DirectiveError(f"--time={text}: not a Slurm time (minutes, MM:SS, HH:MM:SS or D-HH:MM:SS)")
+
+
+def parse_memory_mb(text: str, option: str) -> int:
+    match = re.fullmatch(r"(\d+)([KMGT]?)B?", text.strip(), re.IGNORECASE)
+    if not match:
+        raise DirectiveError(f"{option}={text}: not a memory size (e.g. 4096, 4G)")
+    mb = int(match[1]) * _MEM_UNITS[(match[2] or "M").upper()]
+    return int(-(-mb // 1))
+
+
+def parse_gpu_count(text: str, option: str) -> int:
+    """GPUs in --gres (gpu[:type]:N, comma separated) or --gpus ([type:]N)."""
+    total = 0
+    for item in text.split(","):
+        parts = item.strip().split(":")
+        if option == "--gres":
+            if parts[0] != "gpu":
+                raise DirectiveError(f"--gres={text}: the only generic resource is gpu")
+            count = parts[-1] if len(parts) > 1 else "1"
+        else:
+            count = parts[-1]
+        if not count.isdigit():
+            raise DirectiveError(f"{option}={text}: cannot read the number of GPUs")
+        total += int(count)
+    return total
+
+
+# Options with a value, by every spelling; what they mean to the limit check.
+_OPTION_NAMES = {
+    "-t": "time",
+    "--time": "time",
+    "-c": "cpus_per_task",
+    "--cpus-per-task": "cpus_per_task",
+    "-n": "ntasks",
+    "--ntasks": "ntasks",
+    "-N": "nodes",
+    "--nodes": "nodes",
+    "--mem": "mem",
+    "--mem-per-cpu": "mem_per_cpu",
+    "-p": "partition",
+    "--partition": "partition",
+    "--gres": "gres",
+    "-G": "gpus",
+    "--gpus": "gpus",
+    "--gpus-per-node": "gpus",
+    "--gpus-per-task": "gpus",
+}
+_SHORT_WITH_VALUE = {"-t", "-c", "-n", "-N", "-p", "-G", "-o", "-e", "-J", "-A", "-q", "-D", "-w", "-x", "-C", "-d"}
+
+
+def sbatch_directives(script: str) -> list[str]:
+    """The arguments of the script's #SBATCH lines; like sbatch, reading stops at the first command."""
+    args: list[str] = []
+    for number, line in enumerate(script.splitlines(), start=1):
+        stripped = line.strip()
+        if number == 1 and stripped.startswith("#!"):
+            continue
+        if not stripped or (stripped.startswith("#") and not stripped.startswith("#SBATCH")):
+            continue
+        if not stripped.startswith("#SBATCH"):
+            break
+        body = stripped[len("#SBATCH") :].split(" #", 1)[0]
+        try:
+            args.extend(shlex.split(body))
+        except ValueError as err:
+            raise DirectiveError(f"line {number}: cannot read the #SBATCH directive: {err}") from None
+    return args
+
+
+def directive_values(args: list[str]) -> dict[str, str]:
+    """The last value given for each resource option the limit check cares about."""
+    values: dict[str, str] = {}
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        name, value = arg, None
+        if arg.startswith("--") and "=" in arg:
+            name, value = arg.split("=", 1)
+        elif arg.startswith("-") and not arg.startswith("--") and len(arg) > 2:
+            name, value = arg[:2], arg[2:]
+        elif arg in _OPTION_NAMES or arg in _SHORT_WITH_VALUE:
+            if index + 1 >= len(args):
+                raise DirectiveError(f"#SBATCH {arg}: missing its value")
+            value = args[index + 1]
+            index += 1
+        index += 1
+        if name in _OPTION_NAMES and value is not None:
+            values[_OPTION_NAMES[name]] = value
+    return values
+
+
+def resolve_resources(script: str, limits: dict[str, PartitionLimits]) -> events_pb2.JobResources:
+    """What the job will get: its directives with the partition's defaults where it names none."""
+    values = directive_values(sbatch_directives(script))
+    partition_name = values.get("partition", next(p.name for p in limits.values() if p.default))
+    if "," in partition_name:
+        raise DirectiveError(f"--partition={partition_name}: name one partition")
+    if partition_name not in limits:
+        raise DirectiveError(f"--partition={partition_name}: no such partition (have: {', '.join(sorted(limits))})")
+    partition = limits[partition_name]
+    nodes = values.get("nodes", "1")
+    if nodes not in {"1", "1-1"}:
+        raise DirectiveError(f"--nodes={nodes}: the cluster has one node")
+    cpus_per_task = _positive_int(values.get("cpus_per_task", "1"), "--cpus-per-task")
+    ntasks = _positive_int(values.get("ntasks", "1"), "--ntasks")
+    cpus = cpus_per_task * ntasks
+    if "mem" in values:
+        mem_mb = parse_memory_mb(values["mem"], "--mem")
+        if mem_mb == 0:
+            raise DirectiveError(
+                f"--mem=0 asks for all of a node's memory; partition {partition.name} allows at most "
+                f"{partition.mem_mb} MB (limits.partitions.{partition.name}.mem_mb)"
+            )
+    elif "mem_per_cpu" in values:
+        mem_mb = parse_memory_mb(values["mem_per_cpu"], "--mem-per-cpu") * cpus
+    else:
+        mem_mb = partition.def_mem_per_cpu_mb * cpus
+    time_s = parse_slurm_time(values["time"]) if "time" in values else partition.default_time_s
+    if time_s <= 0:
+        raise DirectiveError(f"--time={values['time']}: must be more than 0")
+    gpus = 0
+    if "gres" in values:
+        gpus += parse_gpu_count(values["gres"], "--gres")
+    if "gpus" in values:
+        gpus += parse_gpu_count(values["gpus"], "--gpus")
+    return events_pb2.JobResources(partition=partition.name, cpus=cpus, mem_mb=mem_mb, time_limit_s=time_s, gpus=gpus)
+
+
+def _positive_int(text: str, option: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise DirectiveError(f"{option}={text}: must be a whole number of at least 1")
+    return int(text)
+
+
+def limit_violations(resources: events_pb2.JobResources, limits: dict[str, PartitionLimits]) -> list[str]:
+    """Each way the request breaks its partition's limits, naming the limit; empty when it fits."""
+    partition = limits[resources.partition]
+    where = f"limits.partitions.{partition.name}"
+    problems = []
+    if resources.time_limit_s > partition.max_time_s:
+        problems.append(
+            f"time {resources.time_limit_s} s exceeds partition {partition.name}'s limit of "
+            f"{partition.max_time_s} s ({where}.max_time_s)"
+        )
+    if resources.cpus > partition.cpus:
+        problems.append(
+            f"{resources.cpus} CPUs exceed partition {partition.name}'s limit of {partition.cpus} ({where}.cpus)"
+        )
+    if resources.mem_mb > partition.mem_mb:
+        problems.append(
+            f"{resources.mem_mb} MB of memory exceed partition {partition.name}'s limit of "
+            f"{partition.mem_mb} MB ({where}.mem_mb)"
+        )
+    if resources.gpus > partition.gpus:
+        problems.append(
+            f"{resources.gpus} GPUs exceed partition {partition.name}'s limit of {partition.gpus} ({where}.gpus)"
+        )
+    return problems
+
+
+def check_script(script: str, limits: dict[str, PartitionLimits]) -> events_pb2.JobResources:
+    """The resources of a script that fits its partition; DirectiveError naming every broken limit otherwise."""
+    resources = resolve_resources(script, limits)
+    if problems := limit_violations(resources, limits):
+        raise DirectiveError("; ".join(problems))
+    return resources
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Routes and refs
+
+
+def route_of_ref(ref: str) -> str:
+    """The route a ref belongs to: refs/heads/routes/<route> (or routes/<route>)."""
+    name = ref.removeprefix("refs/heads/")
+    if not name.startswith("routes/") or not re.fullmatch(r"routes/[A-Za-z0-9][A-Za-z0-9._-]*", name):
+        raise ValueError(f"ref {ref!r} is not a route ref (refs/heads/routes/<route>)")
+    return name.removeprefix("routes/")
+
+
+def job_ref(job_id: str) -> str:
+    return f"refs/jobs/{job_id}"
+
+
+def job_stream(job_id: str) -> str:
+    return f"job:{job_id}"
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# sacct / squeue
+
+
+@dataclass(frozen=True)
+class SacctRecord:
+    job_id: str
+    state: str  # the bare state, "CANCELLED by 0" -> "CANCELLED"
+    exit_code: int
+    signal: int
+    elapsed_s: float
+    cpu_seconds: float
+
+
+@dataclass(frozen=True)
+class QueueRecord:
+    job_id: str
+    state: str
+    reason: str
+    name: str = ""
+
+
+SACCT_FORMAT = "JobID,State,ExitCode,ElapsedRaw,CPUTimeRAW"
+SQUEUE_FORMAT = "%i|%T|%r|%j"
+
+
+def parse_sacct(text: str) -> dict[str, SacctRecord]:
+    """`sacct -X -P -n --format=JobID,State,ExitCode,ElapsedRaw,CPUTimeRAW` lines, by job id.
+
+    CPUTimeRAW (allocated CPUs x elapsed seconds) is the job's cost: what it held, whether or not it used it.
+    """
+    records = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        fields = line.split("|")
+        if len(fields) != 5:
+            raise ValueError(f"sacct line with {len(fields)} fields, expected 5: {line!r}")
+        job_id, state, exit_code, elapsed, cpu = fields
+        code, _, signal = exit_code.partition(":")
+        records[job_id] = SacctRecord(
+            job_id=job_id,
+            state=state.split()[0].rstrip("+") if state.strip() else "UNKNOWN",
+            exit_code=int(code or 0),
+            signal=int(signal or 0),
+            elapsed_s=float(elapsed or 0),
+            cpu_seconds=float(cpu or 0),
+        )
+    return records
+
+
+def parse_squeue(text: str) -> dict[str, QueueRecord]:
+    records = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        fields = line.split("|", 3)
+        if len(fields) != 4:
+            raise ValueError(f"squeue line with {len(fields)} fields, expected 4: {line!r}")
+        job_id, state, reason, name = fields
+        records[job_id] = QueueRecord(job_id=job_id, state=state, reason="" if reason == "None" else reason, name=name)
+    return records
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The job state machine
+
+
+@dataclass(frozen=True)
+class JobView:
+    job_id: str
+    version: int = 0  # the job stream's version this view has folded
+    route: str = ""
+    ref: str = ""
+    sha: str = ""
+    script_path: str = ""
+    owner: str = ""
+    submitted_by: str = ""
+    work_dir: str = ""
+    resources: events_pb2.JobResources | None = None
+    state: str = "PENDING"
+    reason: str = ""
+    held: bool = False
+    released_by: str = ""
+    finished: bool = False
+    exit_code: int = 0
+    signal: int = 0
+    elapsed_s: float = 0.0
+    cpu_seconds: float = 0.0
+    result_ref: str = ""
+    result_sha: str = ""
+    excluded: tuple[str, ...] = field(default_factory=tuple)
+    submitted_at: float = 0.0  # seconds since the epoch, for the held-age metric
+    finished_at: float = 0.0  # also the result commit's date, so that a rebuilt commit has the same sha
+
+    @property
+    def needs_result(self) -> bool:
+        return self.finished and not self.result_sha
+
+
+def fold(view: JobView, event: events_pb2.Event) -> JobView:
+    """The view after one event of its stream."""
+    kind = event.WhichOneof("payload")
+    payload = getattr(event, kind)
+    view = replace(view, version=event.stream_version)
+    if kind == "job_submitted":
+        return replace(
+            view,
+            route=payload.route,
+            ref=payload.ref,
+            sha=payload.sha,
+            script_path=payload.script_path,
+            owner=payload.owner,
+            submitted_by=payload.submitted_by,
+            work_dir=payload.work_dir,
+            resources=payload.resources,
+            held=payload.held,
+            state="PENDING",
+            submitted_at=event.occurred_at.ToSeconds(),
+        )
+    if kind == "job_held":
+        return replace(view, held=True, reason=payload.reason)
+    if kind == "job_released":
+        return replace(view, held=False, reason="", released_by=payload.released_by)
+    if kind == "job_state_changed":
+        return replace(view, state=payload.state, reason=payload.reason, held=payload.reason in HELD_REASONS)
+    if kind == "job_finished":
+        return replace(
+            view,
+            finished=True,
+            held=False,
+            state=payload.state,
+            reason="",
+            exit_code=payload.exit_code,
+            signal=payload.signal,
+            elapsed_s=payload.elapsed_s,
+            cpu_seconds=payload.cpu_seconds,
+            finished_at=event.occurred_at.ToSeconds(),
+        )
+    if kind == "job_result_committed":
+        return replace(view, result_ref=payload.ref, result_sha=payload.sha, excluded=tuple(payload.excluded))
+    return view
+
+
+def job_message(view: JobView) -> scheduler_pb2.Job:
+    """The API's picture of a job."""
+    return scheduler_pb2.Job(
+        job_id=view.job_id,
+        route=view.route,
+        ref=view.ref,
+        sha=view.sha,
+        script_path=view.script_path,
+        owner=view.owner,
+        state=view.state,
+        reason=view.reason,
+        held=view.held,
+        exit_code=view.exit_code,
+        elapsed_s=view.elapsed_s,
+        cpu_seconds=view.cpu_seconds,
+        result_ref=view.result_ref,
+        result_sha=view.result_sha,
+        resources=view.resources,
+        work_dir=view.work_dir,
+        signal=view.signal,
+        finished=view.finished,
+        submitted_by=view.submitted_by,
+        released_by=view.released_by,
+        excluded=list(view.excluded),
+        version=view.version,
+    )
+
+
+def fold_stream(job_id: str, events) -> JobView:
+    view = JobView(job_id=job_id)
+    for event in events:
+        view = fold(view, event)
+    return view
+
+
+def observe(view: JobView, sacct: SacctRecord | None, queue: QueueRecord | None):
+    """The event one successful poll calls for, or None.
+
+    sacct is the truth for the end; squeue adds the pending reason (sacct shows a held job only as PENDING). A job in
+    neither is unknown (accounting may lag just after sbatch), never done.
+    """
+    if view.finished:
+        return None
+    if sacct is not None and sacct.state in FINISHED_STATES:
+        return events_pb2.JobFinished(
+            job_id=view.job_id,
+            state=sacct.state,
+            exit_code=sacct.exit_code,
+            signal=sacct.signal,
+            elapsed_s=sacct.elapsed_s,
+            cpu_seconds=sacct.cpu_seconds,
+        )
+    if queue is not None:
+        state, reason = queue.state, queue.reason
+    elif sacct is not None:
+        state, reason = sacct.state, view.reason if sacct.state == view.state else ""
+    else:
+        return None
+    if state in FINISHED_STATES:
+        return None  # squeue says it ended but accounting has not caught up: wait for sacct's numbers
+    if (state, reason) == (view.state, view.reason):
+        return None
+    return events_pb2.JobStateChanged(job_id=view.job_id, state=state, reason=reason)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Polling
+
+
+def poll_delay(consecutive_failures: int, *, base_s: float = 1.0, max_s: float = 30.0) -> float:
+    """Seconds to the next poll: base while polls succeed, doubling per failure up to max."""
+    return min(max_s, base_s * (2 ** min(consecutive_failures, 16)))

@@ -1,0 +1,455 @@
+"""The scheduler's application layer: submit, release, cancel and follow jobs; every step an event on job:<id>.
+
+It holds the jobs' views folded from the log and drives the adapters: the hosted repository (git), Slurm, and
+ingest for result commits. Job streams have two writers (the scheduler, and ingest with the CommitIngested of a result
+commit), so every append carries the stream's expected version and is decided again from the log after a conflict: a
+job can never be reported finished twice, even by two schedulers or one restarted mid-poll.
+"""
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import re
+import shutil
+import time
+from collections import Counter
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from kernelboard.v1 import events_pb2
+
+from services.common import metrics
+from services.common.eventlog import ConcurrencyConflict, NewEvent
+from services.common.logs import bind_ids, get_logger
+from services.scheduler import domain
+from services.scheduler.domain import JobView
+from services.scheduler.jobdir import SCHEDULER_IDENTITY, GitError, HostedRepo
+from services.scheduler.slurm import Slurm, SlurmError
+
+log = get_logger(component="scheduler")
+
+JOBS = metrics.gauge("kb_scheduler_jobs", "Jobs known to the scheduler, by Slurm state.", ("state",))
+HELD_JOBS = metrics.gauge("kb_scheduler_held_jobs", "Jobs waiting on hold for a maintainer to release them.")
+OLDEST_HELD_AGE = metrics.gauge(
+    "kb_scheduler_oldest_held_job_age_seconds", "How long the oldest held job has waited for release."
+)
+SBATCH_SECONDS = metrics.histogram("kb_scheduler_sbatch_seconds", "sbatch (and admin hold) latency.")
+POLL_ERRORS = metrics.counter("kb_scheduler_poll_errors_total", "sacct/squeue polls that failed (jobs left unknown).")
+RESULT_ERRORS = metrics.counter(
+    "kb_scheduler_result_commit_errors_total", "Attempts to commit a finished job's directory that failed."
+)
+
+_SHA = re.compile(r"^[0-9a-f]{40}$")
+ROLE_NAMES = {
+    events_pb2.ROLE_SIGNED_IN: "signed-in",
+    events_pb2.ROLE_MEMBER: "member",
+    events_pb2.ROLE_MAINTAINER: "maintainer",
+}
+
+
+class Refused(Exception):
+    """A request the scheduler turns down; code is a grpc.StatusCode name."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+class ResultPusher(Protocol):
+    async def push(self, ref: str, bundle: bytes) -> str:
+        """Push the bundle for ref through ingest; returns the sha the ref now points at."""
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    home: Path
+    rules_path: Path | None = None  # used while the hosted repository has no tag `checks`
+    max_result_file_bytes: int = 10 * 1024 * 1024
+    poll_base_s: float = 1.0
+    poll_max_s: float = 30.0
+
+    @property
+    def jobs_dir(self) -> Path:
+        return self.home / "jobs"
+
+    @property
+    def repo_dir(self) -> Path:
+        return self.home / "repo.git"
+
+    @property
+    def deployment(self) -> str:
+        """Tags this deployment's Slurm job names, so that its orphans are told from other deployments' jobs."""
+        return hashlib.sha256(str(self.home.resolve()).encode()).hexdigest()[:8]
+
+
+class JobService:
+    def __init__(self, event_log, slurm: Slurm, repo: HostedRepo, pusher: ResultPusher, config: SchedulerConfig):
+        self.log = event_log
+        self.slurm = slurm
+        self.repo = repo
+        self.pusher = pusher
+        self.config = config
+        self.jobs: dict[str, JobView] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._changed = asyncio.Condition()
+        self._stopping = asyncio.Event()
+        self._result_retry: dict[str, tuple[int, float]] = {}  # job id -> (failed attempts, next attempt, monotonic)
+        OLDEST_HELD_AGE.set_function(self._oldest_held_age)
+
+    # -- state ------------------------------------------------------------------------------------------------------
+
+    async def load(self) -> int:
+        """Fold every job stream from the log; returns how many jobs are still live (to be followed)."""
+        jobs: dict[str, JobView] = {}
+        async for event in self.log.read_all(types=set(domain.JOB_EVENT_TYPES)):
+            job_id = event.stream.removeprefix("job:")
+            jobs[job_id] = domain.fold(jobs.get(job_id) or JobView(job_id=job_id), event)
+        self.jobs = jobs
+        await self._changed_views()
+        live = sum(not view.finished for view in jobs.values())
+        log.info("jobs loaded from the log", jobs=len(jobs), live=live)
+        return live
+
+    def _lock(self, job_id: str) -> asyncio.Lock:
+        return self._locks.setdefault(job_id, asyncio.Lock())
+
+    async def _append(self, job_id: str, expected: int, payloads: list, actor: str) -> JobView:
+        envelopes = await self.log.append(
+            domain.job_stream(job_id), expected, [NewEvent(payload=p, actor=actor) for p in payloads]
+        )
+        view = self.jobs.get(job_id) or JobView(job_id=job_id)
+        for envelope in envelopes:
+            view = domain.fold(view, envelope)
+        self.jobs[job_id] = view
+        await self._changed_views()
+        return view
+
+    async def _append_decided(self, job_id: str, decide, actor: str) -> JobView:
+        """Append what decide(view) calls for at the view's version; on a conflict (ingest appends CommitIngested to
+        job streams too) reload the stream and decide again, so that nothing is appended from a stale view."""
+        for _ in range(5):
+            view = self.jobs[job_id]
+            payloads = decide(view)
+            if not payloads:
+                return view
+            try:
+                return await self._append(job_id, view.version, payloads, actor)
+            except ConcurrencyConflict as err:
+                log.info("job stream moved; deciding again from the log", job_id=job_id, detail=str(err))
+                await self._reload(job_id)
+        raise RuntimeError(f"job {job_id}: the stream kept moving under five appends in a row")
+
+    async def _reload(self, job_id: str) -> JobView:
+        view = domain.fold_stream(job_id, await self.log.read_stream(domain.job_stream(job_id)))
+        self.jobs[job_id] = view
+        await self._changed_views()
+        return view
+
+    async def _changed_views(self) -> None:
+        counts = Counter(view.state for view in self.jobs.values())
+        for state in set(counts) | {"PENDING", "RUNNING", *domain.FINISHED_STATES}:
+            JOBS.labels(state=state).set(counts.get(state, 0))
+        HELD_JOBS.set(sum(view.held and not view.finished for view in self.jobs.values()))
+        async with self._changed:
+            self._changed.notify_all()
+
+    def _oldest_held_age(self) -> float:
+        held = [view.submitted_at for view in self.jobs.values() if view.held and not view.finished]
+        return max(0.0, time.time() - min(held)) if held else 0.0
+
+    def get(self, job_id: str) -> JobView:
+        view = self.jobs.get(job_id)
+        if view is None:
+            raise Refused("NOT_FOUND", f"no job {job_id!r}")
+        return view
+
+    def list_jobs(self, *, route: str = "", owner: str = "", live_only: bool = False) -> list[JobView]:
+        views = [
+            view
+            for view in self.jobs.values()
+            if (not route or view.route == route)
+            and (not owner or view.owner == owner)
+            and not (live_only and view.finished)
+        ]
+        return sorted(views, key=lambda view: int(view.job_id) if view.job_id.isdigit() else 0)
+
+    async def watch(self, job_id: str) -> AsyncIterator[JobView]:
+        """The job now and at each change, until it has ended and its result is committed."""
+        view = self.get(job_id)
+        while True:
+            yield view
+            if view.finished and view.result_sha:
+                return
+            async with self._changed:
+                await self._changed.wait_for(lambda seen=view.version: self.jobs[job_id].version != seen)
+            view = self.jobs[job_id]
+
+    # -- requests ---------------------------------------------------------------------------------------------------
+
+    async def submit(self, principal, ref: str, sha: str, script_path: str) -> JobView:
+        try:
+            route = domain.route_of_ref(ref)
+        except ValueError as err:
+            raise Refused("INVALID_ARGUMENT", str(err)) from None
+        if not _SHA.match(sha):
+            raise Refused("INVALID_ARGUMENT", f"sha {sha!r}: give the full 40-character commit id")
+        path = Path(script_path)
+        if not script_path or path.is_absolute() or ".." in path.parts:
+            raise Refused("INVALID_ARGUMENT", f"script path {script_path!r}: a relative path inside the commit")
+        owner = await self._route_owner(route)
+        if owner is None:
+            raise Refused("NOT_FOUND", f"unknown route {route!r}: start it and push first")
+        if principal.role < events_pb2.ROLE_MAINTAINER and principal.owner != owner:
+            raise Refused(
+                "PERMISSION_DENIED", f"route {route!r} belongs to {owner}; {principal.name} may not run jobs on it"
+            )
+        full_ref = f"refs/heads/routes/{route}"
+        tip = await self.repo.resolve(full_ref)
+        if tip is None or not await self.repo.is_ancestor(sha, tip):
+            raise Refused("FAILED_PRECONDITION", f"commit {sha[:12]} is not on {full_ref}: `kb push` it first")
+        script = await self.repo.read_file(sha, script_path)
+        if script is None:
+            raise Refused("NOT_FOUND", f"no file {script_path!r} in commit {sha[:12]}")
+        try:
+            resources = domain.check_script(script.decode(errors="replace"), await self._limits())
+        except domain.DirectiveError as err:
+            raise Refused("INVALID_ARGUMENT", f"{script_path}: {err}") from None
+        held = principal.role < events_pb2.ROLE_MEMBER
+
+        number, work_dir = await self._new_work_dir()
+        try:
+            await self.repo.export(sha, work_dir)
+            started = time.perf_counter()
+            # The submit directory is the script's own folder, as if its owner ran sbatch there in a clone.
+            script_file = work_dir / script_path
+            job_id = await self.slurm.submit(
+                str(script_file),
+                str(script_file.parent),
+                job_name=f"kb-{self.config.deployment}-{number}",
+                hold=held,
+            )
+            SBATCH_SECONDS.observe(time.perf_counter() - started)
+        except (SlurmError, GitError) as err:
+            shutil.rmtree(work_dir, ignore_errors=True)
+            if isinstance(err, SlurmError) and err.refused:
+                raise Refused("INVALID_ARGUMENT", f"{script_path}: sbatch refused the job: {err}") from None
+            raise Refused("UNAVAILABLE", f"could not prepare or submit the job: {err}") from None
+
+        with bind_ids(job_id=job_id, route=route, sha=sha):
+            submitted = events_pb2.JobSubmitted(
+                job_id=job_id,
+                route=route,
+                ref=full_ref,
+                sha=sha,
+                script_path=script_path,
+                owner=principal.owner,
+                submitted_by=principal.name,
+                resources=resources,
+                held=held,
+                work_dir=str(work_dir),
+            )
+            payloads = [submitted] + ([events_pb2.JobHeld(job_id=job_id, reason="JobHeldAdmin")] if held else [])
+            try:
+                async with self._lock(job_id):
+                    view = await self._append(job_id, 0, payloads, principal.name)
+            except BaseException as err:
+                # Nothing half-written: a job the log does not know must not run.
+                with contextlib.suppress(SlurmError):
+                    await self.slurm.cancel(job_id)
+                if isinstance(err, ConcurrencyConflict):
+                    raise Refused(
+                        "FAILED_PRECONDITION",
+                        f"Slurm job id {job_id} is already in the event log: the cluster's state was reset while the "
+                        "log was kept (cancelled the new job)",
+                    ) from None
+                raise
+            log.info("job submitted", held=held, work_dir=str(work_dir), resources=str(resources).replace("\n", " "))
+            return view
+
+    async def release(self, principal, job_id: str) -> JobView:
+        if principal.role < events_pb2.ROLE_MAINTAINER:
+            raise Refused(
+                "PERMISSION_DENIED",
+                f"maintainer role needed to release a job; {principal.name} ({ROLE_NAMES.get(principal.role)}) is not",
+            )
+        async with self._lock(job_id):
+            view = self.get(job_id)
+            if view.finished:
+                raise Refused("FAILED_PRECONDITION", f"job {job_id} has already ended ({view.state})")
+            if not view.held:
+                raise Refused("FAILED_PRECONDITION", f"job {job_id} is not held")
+            try:
+                await self.slurm.release(job_id)
+            except SlurmError as err:
+                raise Refused("UNAVAILABLE", f"could not release job {job_id}: {err}") from None
+            with bind_ids(job_id=job_id):
+                log.info("job released", released_by=principal.name)
+            released = events_pb2.JobReleased(job_id=job_id, released_by=principal.name)
+            return await self._append_decided(job_id, lambda v: [released] if v.held else None, principal.name)
+
+    async def cancel(self, principal, job_id: str) -> JobView:
+        view = self.get(job_id)
+        if principal.role < events_pb2.ROLE_MAINTAINER and principal.owner != view.owner:
+            raise Refused(
+                "PERMISSION_DENIED", f"job {job_id} belongs to {view.owner}; only they or a maintainer may cancel it"
+            )
+        if view.finished:
+            raise Refused("FAILED_PRECONDITION", f"job {job_id} has already ended ({view.state})")
+        try:
+            await self.slurm.cancel(job_id)
+        except SlurmError as err:
+            raise Refused("UNAVAILABLE", f"could not cancel job {job_id}: {err}") from None
+        with bind_ids(job_id=job_id):
+            log.info("job cancel requested", cancelled_by=principal.name)
+        return view  # JobFinished(CANCELLED) follows from the next poll
+
+    # -- following --------------------------------------------------------------------------------------------------
+
+    async def poll_once(self) -> bool:
+        """One batched sacct and one squeue for every live job; False when the poll failed (nothing concluded)."""
+        live = [view.job_id for view in self.jobs.values() if not view.finished]
+        if not live:
+            return True
+        try:
+            accounting = await self.slurm.accounting(live)
+            queue = await self.slurm.queue()
+        except (SlurmError, ValueError) as err:
+            POLL_ERRORS.inc()
+            log.warning("poll failed: job states unknown until the next poll", error=str(err), live=len(live))
+            return False
+        for job_id in live:
+            appended = []
+
+            def decide(view, job_id=job_id, appended=appended):
+                payload = domain.observe(view, accounting.get(job_id), queue.get(job_id))
+                appended[:] = [payload] if payload else []
+                return appended
+
+            async with self._lock(job_id):
+                await self._append_decided(job_id, decide, SCHEDULER_IDENTITY)
+            for payload in appended:
+                with bind_ids(job_id=job_id):
+                    log.info(type(payload).__name__, state=payload.state, reason=getattr(payload, "reason", ""))
+        return True
+
+    async def commit_results(self) -> None:
+        """Commit each ended job's directory; a failure (ingest down) is retried with its own backoff."""
+        for view in [view for view in self.jobs.values() if view.needs_result]:
+            attempts, next_at = self._result_retry.get(view.job_id, (0, 0.0))
+            if time.monotonic() < next_at:
+                continue
+            with bind_ids(job_id=view.job_id, sha=view.sha):
+                try:
+                    await self._commit_result(view.job_id)
+                    self._result_retry.pop(view.job_id, None)
+                except (GitError, OSError, RuntimeError) as err:
+                    RESULT_ERRORS.inc()
+                    delay = domain.poll_delay(attempts, base_s=1.0, max_s=60.0)
+                    self._result_retry[view.job_id] = (attempts + 1, time.monotonic() + delay)
+                    log.warning("result commit failed; will retry", error=str(err), retry_in_s=delay)
+
+    async def _commit_result(self, job_id: str) -> None:
+        async with self._lock(job_id):
+            view = self.jobs[job_id]
+            if not view.needs_result:
+                return
+            ref = domain.job_ref(job_id)
+            message = (
+                f"job {job_id}: {view.state} (exit {view.exit_code}, {view.elapsed_s:.0f} s, "
+                f"{view.cpu_seconds:.0f} CPU-s)\n\n{view.script_path} on {view.ref} at {view.sha}\n"
+            )
+            result = await self.repo.commit_result(
+                Path(view.work_dir),
+                view.sha,
+                job_id,
+                message,
+                max_file_bytes=self.config.max_result_file_bytes,
+                date=int(view.finished_at),
+            )
+            # A push that landed before a restart built this same commit (same tree, same date): don't push twice.
+            if await self.repo.resolve(ref) != result.sha:
+                pushed = await self.pusher.push(ref, result.bundle)
+                if pushed != result.sha:
+                    raise RuntimeError(f"ingest stored {pushed} for {ref}, expected {result.sha}")
+            committed = events_pb2.JobResultCommitted(
+                job_id=job_id,
+                ref=ref,
+                sha=result.sha,
+                parent=view.sha,
+                files=result.files,
+                bytes=result.bytes,
+                excluded=result.excluded,
+            )
+            await self._append_decided(job_id, lambda v: [committed] if v.needs_result else None, SCHEDULER_IDENTITY)
+            log.info("job result committed", ref=ref, result_sha=result.sha, excluded=len(result.excluded))
+
+    async def cancel_orphans(self) -> list[str]:
+        """Cancel this deployment's Slurm jobs the log does not know (sbatch ran, then the scheduler died before
+        the append): a job nobody follows must not run."""
+        try:
+            queue = await self.slurm.queue()
+        except SlurmError as err:
+            log.warning("could not look for orphaned jobs", error=str(err))
+            return []
+        prefix = f"kb-{self.config.deployment}-"
+        orphans = [r.job_id for r in queue.values() if r.name.startswith(prefix) and r.job_id not in self.jobs]
+        for job_id in orphans:
+            with contextlib.suppress(SlurmError):
+                await self.slurm.cancel(job_id)
+            log.warning("cancelled a job the log does not know", job_id=job_id)
+        return orphans
+
+    async def follow(self) -> None:
+        """Poll with backoff and commit results until stop(); a failed poll only delays."""
+        failures = 0
+        while not self._stopping.is_set():
+            try:
+                failures = 0 if await self.poll_once() else failures + 1
+                await self.commit_results()
+            except Exception:  # the follower must outlive any one bad round (a database blip, a bug in one job)
+                failures += 1
+                POLL_ERRORS.inc()
+                log.exception("following jobs failed this round; retrying")
+            delay = domain.poll_delay(failures, base_s=self.config.poll_base_s, max_s=self.config.poll_max_s)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), delay)
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    # -- helpers ----------------------------------------------------------------------------------------------------
+
+    async def _route_owner(self, route: str) -> str | None:
+        for event in await self.log.read_stream(f"route:{route}"):
+            if event.WhichOneof("payload") == "route_started":
+                return event.route_started.owner
+        return None
+
+    async def _limits(self) -> dict[str, domain.PartitionLimits]:
+        """The partitions of the rules that judge (scienceslack.json at the tag checks), else the configured file."""
+        text = None
+        checks = await self.repo.resolve("refs/tags/checks")
+        if checks is not None:
+            text = await self.repo.read_file(checks, "scienceslack.json")
+        if text is None and self.config.rules_path is not None:
+            text = self.config.rules_path.read_bytes()
+        if text is None:
+            raise Refused("FAILED_PRECONDITION", "no rules: the hosted repository has no tag checks yet")
+        try:
+            return domain.partition_limits(json.loads(text))
+        except (ValueError, KeyError) as err:
+            raise Refused("FAILED_PRECONDITION", f"scienceslack.json: cannot read limits.partitions: {err!r}") from None
+
+    async def _new_work_dir(self) -> tuple[int, Path]:
+        self.config.jobs_dir.mkdir(parents=True, exist_ok=True)
+        while True:
+            number = await self.log.pool.fetchval("SELECT nextval('scheduler_job_dir_seq')")
+            work_dir = self.config.jobs_dir / str(number)
+            try:
+                work_dir.mkdir()
+                return number, work_dir
+            except FileExistsError:
+                continue  # left by an earlier database on the same KB_HOME

@@ -1,0 +1,135 @@
+"""The scheduler service (gRPC :50052, metrics :9102): wiring only; the work is in jobs.JobService."""
+
+import asyncio
+import os
+from datetime import timedelta
+from pathlib import Path
+
+import grpc
+from kernelboard.v1 import events_pb2, scheduler_pb2, scheduler_pb2_grpc
+
+from services.common import auth
+from services.common.config import GRPC_PORTS, METRICS_PORTS, Settings
+from services.common.eventlog import EventLog
+from services.common.grpcserver import serve
+from services.common.logs import configure_logging, get_logger
+from services.scheduler.domain import job_message
+from services.scheduler.ingest_client import IngestPusher
+from services.scheduler.jobdir import SCHEDULER_IDENTITY, HostedRepo
+from services.scheduler.jobs import JobService, Refused, SchedulerConfig
+from services.scheduler.slurm import Slurm
+
+log = get_logger(component="scheduler")
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+class SchedulerServicer(scheduler_pb2_grpc.SchedulerServicer):
+    def __init__(self, jobs: JobService):
+        self.jobs = jobs
+
+    async def _answer(self, context, call):
+        try:
+            return job_message(await call)
+        except Refused as err:
+            await context.abort(getattr(grpc.StatusCode, err.code), str(err))
+
+    async def SubmitJob(self, request, context):
+        principal = auth.current_principal()
+        return await self._answer(context, self.jobs.submit(principal, request.ref, request.sha, request.script_path))
+
+    async def ReleaseJob(self, request, context):
+        return await self._answer(context, self.jobs.release(auth.current_principal(), request.job_id))
+
+    async def CancelJob(self, request, context):
+        return await self._answer(context, self.jobs.cancel(auth.current_principal(), request.job_id))
+
+    async def GetJob(self, request, context):
+        try:
+            return job_message(self.jobs.get(request.job_id))
+        except Refused as err:
+            await context.abort(getattr(grpc.StatusCode, err.code), str(err))
+
+    async def ListJobs(self, request, context):
+        views = self.jobs.list_jobs(route=request.route, owner=request.owner, live_only=request.live_only)
+        return scheduler_pb2.ListJobsReply(jobs=[job_message(view) for view in views])
+
+    async def WatchJob(self, request, context):
+        try:
+            async for view in self.jobs.watch(request.job_id):
+                yield job_message(view)
+        except Refused as err:
+            await context.abort(getattr(grpc.StatusCode, err.code), str(err))
+
+
+async def scheduler_token(event_log: EventLog, settings: Settings) -> str:
+    """The token of system:scheduler: KB_SCHEDULER_TOKEN_FILE, else $KB_HOME/scheduler.token (written by ingest's
+    seed); without either, a fresh token for the identity, registered on first start."""
+    path = Path(os.environ.get("KB_SCHEDULER_TOKEN_FILE", settings.home / "scheduler.token"))
+    if path.exists():
+        return path.read_text().strip()
+    async with event_log.pool.acquire() as conn:
+        if await auth.get_principal(conn, SCHEDULER_IDENTITY) is None:
+            try:
+                await auth.register_principal(
+                    conn,
+                    SCHEDULER_IDENTITY,
+                    events_pb2.PRINCIPAL_KIND_SERVICE,
+                    SCHEDULER_IDENTITY,
+                    events_pb2.ROLE_SIGNED_IN,
+                    log=event_log,
+                    actor=SCHEDULER_IDENTITY,
+                )
+            except auth.PrincipalExists:
+                pass  # registered meanwhile by ingest's seed or another scheduler
+        return await auth.issue_token(conn, SCHEDULER_IDENTITY, ttl=timedelta(days=30))
+
+
+def config_from_env(settings: Settings) -> SchedulerConfig:
+    rules = os.environ.get("KB_RULES", str(REPO_ROOT / "scienceslack.json"))
+    return SchedulerConfig(
+        home=settings.home,
+        rules_path=Path(rules) if Path(rules).exists() else None,
+        max_result_file_bytes=int(os.environ.get("KB_JOB_RESULT_MAX_FILE_BYTES", 10 * 1024 * 1024)),
+        poll_base_s=float(os.environ.get("KB_SCHEDULER_POLL_S", "1")),
+    )
+
+
+async def main() -> None:
+    configure_logging("scheduler")
+    settings = Settings.from_env()
+    # A handful of connections is plenty: appends are short and one at a time per job.
+    event_log = await EventLog.connect(settings.database_url, min_size=1, max_size=5)
+    config = config_from_env(settings)
+    jobs = JobService(
+        event_log,
+        Slurm(settings.slurm_conf),
+        HostedRepo(config.repo_dir),
+        IngestPusher(settings.grpc_address("ingest"), await scheduler_token(event_log, settings)),
+        config,
+    )
+    await jobs.load()
+    await jobs.cancel_orphans()
+    following: list[asyncio.Task] = []
+
+    def add_servicers(server):
+        scheduler_pb2_grpc.add_SchedulerServicer_to_server(SchedulerServicer(jobs), server)
+        return [scheduler_pb2.DESCRIPTOR.services_by_name["Scheduler"].full_name]
+
+    async def stop_following():
+        jobs.stop()
+        await asyncio.gather(*following, return_exceptions=True)
+        await event_log.close()
+
+    await serve(
+        "scheduler",
+        add_servicers,
+        port=int(os.environ.get("KB_SCHEDULER_PORT", GRPC_PORTS["scheduler"])),
+        metrics_port=int(os.environ.get("KB_SCHEDULER_METRICS_PORT", METRICS_PORTS["scheduler"])),
+        pool=event_log.pool,
+        on_start=[lambda: following.append(asyncio.create_task(jobs.follow(), name="follow-jobs"))],
+        on_stop=[stop_following],
+    )
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,140 @@
+"""The Verifier gRPC servicer: GetCheck, ListChecks and WatchChecks over the check queue (anyone signed in)."""
+
+import asyncio
+import re
+import uuid
+
+import grpc
+from google.protobuf.timestamp_pb2 import Timestamp
+from kernelboard.v1 import verifier_pb2, verifier_pb2_grpc
+
+from services.verifier.queue import NOTIFY_CHANNEL, CheckQueue, CheckRow
+
+SHA = re.compile(r"^[0-9a-f]{40}$")
+DEFAULT_LIMIT, MAX_LIMIT = 100, 1000
+
+
+def _timestamp(value) -> Timestamp | None:
+    if value is None:
+        return None
+    stamp = Timestamp()
+    stamp.FromDatetime(value)
+    return stamp
+
+
+def to_proto(row: CheckRow) -> verifier_pb2.Check:
+    item = row.item
+    check = verifier_pb2.Check(
+        check_id=item.check_id,
+        check_name=item.check_name,
+        ref=item.ref,
+        sha=item.sha,
+        route=item.route,
+        state=row.state,
+        kind=item.kind,
+        job_id=item.job_id,
+        rules_commit=item.rules_commit,
+        benchmark_version=item.benchmark_version,
+        attempts=row.attempts,
+        claimed_by=row.claimed_by or "",
+        enqueued_at=_timestamp(row.enqueued_at),
+        started_at=_timestamp(row.started_at),
+        finished_at=_timestamp(row.finished_at),
+        trigger_event_id=item.trigger_event_id,
+    )
+    if row.result is not None:
+        check.result.CopyFrom(row.result)
+    return check
+
+
+def _matches(row: CheckRow, request: verifier_pb2.ListChecksRequest) -> bool:
+    return (not request.route or row.item.route == request.route) and (not request.sha or row.item.sha == request.sha)
+
+
+class VerifierServicer(verifier_pb2_grpc.VerifierServicer):
+    def __init__(self, queue: CheckQueue, feed: "ChangeFeed"):
+        self.queue = queue
+        self.feed = feed
+
+    async def _filters(self, request: verifier_pb2.ListChecksRequest, context) -> None:
+        if request.sha and not SHA.match(request.sha):
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, f"sha {request.sha!r}: give the full 40-character commit id"
+            )
+        if len(request.route) > 64:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "route: at most 64 characters")
+
+    async def GetCheck(self, request, context):
+        try:
+            check_id = str(uuid.UUID(request.check_id))
+        except ValueError:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, f"check_id {request.check_id!r} is not a check id (a UUID)"
+            )
+        row = await self.queue.get(check_id)
+        if row is None:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"no check {check_id}")
+        return to_proto(row)
+
+    async def ListChecks(self, request, context):
+        await self._filters(request, context)
+        if not 0 <= request.limit <= MAX_LIMIT:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, f"limit must be between 0 (default {DEFAULT_LIMIT}) and {MAX_LIMIT}"
+            )
+        rows = await self.queue.search(route=request.route, sha=request.sha, limit=request.limit or DEFAULT_LIMIT)
+        return verifier_pb2.ListChecksReply(checks=[to_proto(r) for r in rows])
+
+    async def WatchChecks(self, request, context):
+        """The matching checks now (oldest first), then each change of one (PostgreSQL NOTIFY from the queue)."""
+        await self._filters(request, context)
+        # Subscribe before the first read, so that no change between the two is missed.
+        changed = await self.feed.subscribe()
+        try:
+            rows = await self.queue.search(route=request.route, sha=request.sha, limit=MAX_LIMIT)
+            for row in reversed(rows):
+                yield to_proto(row)
+            while True:
+                row = await self.queue.get(await changed.get())
+                if row is not None and _matches(row, request):
+                    yield to_proto(row)
+        finally:
+            self.feed.unsubscribe(changed)
+
+
+class ChangeFeed:
+    """One LISTEN connection for every watcher: the ids of checks whose rows changed, fanned out to each."""
+
+    def __init__(self, pool):
+        self.pool = pool
+        self._conn = None
+        self._lock = asyncio.Lock()
+        self._subscribers: set[asyncio.Queue] = set()
+
+    async def subscribe(self) -> asyncio.Queue:
+        async with self._lock:
+            if self._conn is None:
+                self._conn = await self.pool.acquire()
+                await self._conn.add_listener(NOTIFY_CHANNEL, self._notified)
+        queue: asyncio.Queue[str] = asyncio.Queue()
+        self._subscribers.add(queue)
+        return queue
+
+    def unsubscribe(self, queue: asyncio.Queue) -> None:
+        self._subscribers.discard(queue)
+
+    def _notified(self, _conn, _pid, _channel, check_id: str) -> None:
+        for queue in self._subscribers:
+            queue.put_nowait(check_id)
+
+    async def close(self) -> None:
+        async with self._lock:
+            if self._conn is not None:
+                await self._conn.remove_listener(NOTIFY_CHANNEL, self._notified)
+                await self.pool.release(self._conn)
+                self._conn = None
+
+
+def add_to_server(server: grpc.aio.Server, queue: CheckQueue, feed: ChangeFeed) -> list[str]:
+    verifier_pb2_grpc.add_VerifierServicer_to_server(VerifierServicer(queue, feed), server)
+    return [verifier_pb2.DESCRIPTOR.services_by_name["Verifier"].full_name]

@@ -1,0 +1,357 @@
+"""The verifier's decisions, as pure functions over plain data (no I/O).
+
+Which commits get checked (CommitIngested of kind route or job), which checks (every check the rules at the tag
+`checks` name), and how a finished run of a check script (exit status, time limit, the metrics file it wrote)
+becomes a CheckCompleted: passed, or failed with reasons.
+"""
+
+import json
+import math
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from google.protobuf import json_format
+from kernelboard.v1 import events_pb2
+
+from services.common.rules import Rules
+
+VERIFIER_VERSION = 1
+CHECKED_KINDS = frozenset({events_pb2.COMMIT_KIND_ROUTE, events_pb2.COMMIT_KIND_JOB})
+# uuid5 namespace of check ids: the same (route, sha, check, rules commit) always names the same check.
+CHECK_NAMESPACE = uuid.UUID("5c0e4a3e-8f1b-4f55-9a57-6b1d0c3f7a10")
+
+# Exit statuses of the check script (the harness's contract).
+EXIT_PASSED, EXIT_BROKEN, EXIT_COULD_NOT_RUN = 0, 1, 2
+
+# Bounds on what a metrics file may put into the log: the file is written by code that runs the route's kernels.
+MAX_METRICS_BYTES = 4 * 1024 * 1024
+MAX_SUBTASKS = 64
+MAX_REASONS = 50
+MAX_TEXT = 500
+
+# failure_reason labels (kb_verifier_failures_total{reason}).
+GUARDRAIL = "guardrail"
+COULD_NOT_RUN = "could_not_run"
+TIME_LIMIT = "time_limit"
+NO_METRICS = "no_metrics"
+MALFORMED_METRICS = "malformed_metrics"
+CRASHED = "crashed"
+ABANDONED = "abandoned"
+NO_ROUTE = "no_route"
+
+
+@dataclass(frozen=True)
+class ApprovedRules:
+    """The rules at the tag `checks`: its commit and the validated scienceslack.json there."""
+
+    rules_commit: str
+    rules: Rules
+
+
+@dataclass(frozen=True)
+class CheckItem:
+    """One check of one commit, as queued."""
+
+    check_id: str
+    dedupe_key: str
+    check_name: str
+    ref: str
+    sha: str
+    route: str
+    kind: int
+    job_id: str
+    rules_commit: str
+    benchmark_version: int
+    script: str
+    metrics_file: str
+    time_limit_s: int
+    trigger_event_id: str
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """What the sandbox saw of one run of a check script."""
+
+    exit_code: int | None  # None when it was killed at its time limit; negative: killed by that signal
+    timed_out: bool
+    duration_s: float
+    metrics_text: bytes | None  # the metrics file as written, None when there is none
+    output_tail: str = ""  # the end of its stdout + stderr, for the log and for "could not run" reasons
+    metrics_error: str = ""  # why the metrics file could not be read (e.g. a symlink), when it was there
+
+
+@dataclass(frozen=True)
+class Verdict:
+    completed: events_pb2.CheckCompleted
+    failure_reason: str | None  # one word for metrics; None when passed
+
+
+def dedupe_key(route: str, sha: str, check_name: str, rules_commit: str) -> str:
+    return f"{route}\x1f{sha}\x1f{check_name}\x1f{rules_commit}"
+
+
+def check_id_for(key: str) -> str:
+    return str(uuid.uuid5(CHECK_NAMESPACE, key))
+
+
+def requested_event_id(check_id: str) -> str:
+    """The CheckRequested's event id, fixed by the check: appending it twice is refused by the log."""
+    return str(uuid.uuid5(CHECK_NAMESPACE, f"requested:{check_id}"))
+
+
+def completed_event_id(check_id: str) -> str:
+    return str(uuid.uuid5(CHECK_NAMESPACE, f"completed:{check_id}"))
+
+
+def check_stream(check_id: str) -> str:
+    return f"check:{check_id}"
+
+
+def route_of_job(job_events: Sequence[events_pb2.Event]) -> str:
+    """The route a job ran for, from its JobSubmitted ("" when the job's stream does not say)."""
+    for event in job_events:
+        if event.WhichOneof("payload") == "job_submitted":
+            return event.job_submitted.route
+    return ""
+
+
+def checks_for_commit(
+    commit: events_pb2.CommitIngested, trigger_event_id: str, approved: ApprovedRules, route: str
+) -> list[CheckItem]:
+    """The checks a commit gets: every check of the rules, for route and job commits only.
+
+    route: the commit's route (for a job commit, the route of its JobSubmitted; "" when unknown: the check then
+    fails saying so, rather than the commit going unchecked).
+    """
+    if commit.kind not in CHECKED_KINDS:
+        return []
+    items = []
+    for check in approved.rules.checks:
+        key = dedupe_key(route, commit.sha, check.name, approved.rules_commit)
+        items.append(
+            CheckItem(
+                check_id=check_id_for(key),
+                dedupe_key=key,
+                check_name=check.name,
+                ref=commit.ref,
+                sha=commit.sha,
+                route=route,
+                kind=commit.kind,
+                job_id=commit.job_id,
+                rules_commit=approved.rules_commit,
+                benchmark_version=approved.rules.benchmark_version,
+                script=check.script,
+                metrics_file=check.metrics,
+                time_limit_s=check.time_limit_s,
+                trigger_event_id=trigger_event_id,
+            )
+        )
+    return items
+
+
+def requested_event(item: CheckItem) -> events_pb2.CheckRequested:
+    return events_pb2.CheckRequested(
+        check_id=item.check_id,
+        check_name=item.check_name,
+        ref=item.ref,
+        sha=item.sha,
+        route=item.route,
+        kind=item.kind,
+        job_id=item.job_id,
+        rules_commit=item.rules_commit,
+        benchmark_version=item.benchmark_version,
+        trigger_event_id=item.trigger_event_id,
+    )
+
+
+def _base_completed(item: CheckItem, duration_s: float, host: str) -> events_pb2.CheckCompleted:
+    return events_pb2.CheckCompleted(
+        check_id=item.check_id,
+        check_name=item.check_name,
+        ref=item.ref,
+        sha=item.sha,
+        route=item.route,
+        kind=item.kind,
+        job_id=item.job_id,
+        rules_commit=item.rules_commit,
+        benchmark_version=item.benchmark_version,
+        duration_s=duration_s,
+        verifier_host=host,
+    )
+
+
+def _text(value) -> str:
+    text = str(value)
+    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 1] + "…"
+
+
+class MetricsError(ValueError):
+    """The metrics file is not what a check must write; the message names the field."""
+
+
+@dataclass(frozen=True)
+class Metrics:
+    score: float
+    cost: float
+    subtasks: tuple[events_pb2.Subtask, ...]
+    passed: bool | None
+    reasons: tuple[str, ...]
+    runner: str
+    torch_version: str
+    triton_version: str
+    verified: bool
+    not_verified_because: tuple[str, ...]
+
+
+def _number(document: dict, name: str) -> float:
+    value = document.get(name)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise MetricsError(f"{name}: must be a number, got {type(value).__name__}")
+    if not math.isfinite(value) or value < 0:
+        raise MetricsError(f"{name}: must be a finite number >= 0, got {value!r}")
+    return float(value)
+
+
+def _strings(document: dict, name: str) -> tuple[str, ...]:
+    value = document.get(name, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise MetricsError(f"{name}: must be a list of strings")
+    return tuple(_text(v) for v in value[:MAX_REASONS])
+
+
+def _optional_string(document: dict, name: str) -> str:
+    value = document.get(name)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise MetricsError(f"{name}: must be a string, got {type(value).__name__}")
+    return _text(value)
+
+
+def parse_metrics(data: bytes) -> Metrics:
+    """Validates a metrics file: {"score", "cost", "subtasks"} at least (DESIGN.md), each subtask an events.proto
+    Subtask; raises MetricsError naming the first problem."""
+    if len(data) > MAX_METRICS_BYTES:
+        raise MetricsError(f"metrics file is {len(data)} bytes, over the {MAX_METRICS_BYTES}-byte limit")
+    try:
+        document = json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise MetricsError(f"not valid JSON: {err}") from None
+    if not isinstance(document, dict):
+        raise MetricsError(f"must be a JSON object, got {type(document).__name__}")
+    missing = [name for name in ("score", "cost", "subtasks") if name not in document]
+    if missing:
+        raise MetricsError(f"{', '.join(missing)}: required field missing")
+    score, cost = _number(document, "score"), _number(document, "cost")
+    raw_subtasks = document["subtasks"]
+    if not isinstance(raw_subtasks, list):
+        raise MetricsError(f"subtasks: must be a list, got {type(raw_subtasks).__name__}")
+    if len(raw_subtasks) > MAX_SUBTASKS:
+        raise MetricsError(f"subtasks: {len(raw_subtasks)} entries, more than {MAX_SUBTASKS}")
+    subtasks = []
+    for index, raw in enumerate(raw_subtasks):
+        if not isinstance(raw, dict):
+            raise MetricsError(f"subtasks[{index}]: must be an object")
+        try:
+            subtask = json_format.ParseDict(raw, events_pb2.Subtask())
+        except json_format.ParseError as err:
+            raise MetricsError(f"subtasks[{index}]: {err}") from None
+        if not subtask.id:
+            raise MetricsError(f"subtasks[{index}].id: required")
+        for name in ("speedup", "reference_ms", "candidate_ms", "max_abs_error", "error_ratio", "floor_fraction"):
+            if not math.isfinite(getattr(subtask, name)):
+                raise MetricsError(f"subtasks[{index}].{name}: must be finite")
+        subtask.id = _text(subtask.id)
+        violations = [_text(v) for v in subtask.violations[:MAX_REASONS]]
+        del subtask.violations[:]
+        subtask.violations.extend(violations)
+        subtasks.append(subtask)
+    passed = document.get("passed")
+    if passed is not None and not isinstance(passed, bool):
+        raise MetricsError(f"passed: must be true or false, got {passed!r}")
+    verified = document.get("verified", False)
+    if not isinstance(verified, bool):
+        raise MetricsError(f"verified: must be true or false, got {verified!r}")
+    return Metrics(
+        score=score,
+        cost=cost,
+        subtasks=tuple(subtasks),
+        passed=passed,
+        reasons=_strings(document, "reasons"),
+        runner=_optional_string(document, "runner"),
+        torch_version=_optional_string(document, "torch"),
+        triton_version=_optional_string(document, "triton"),
+        verified=verified,
+        not_verified_because=_strings(document, "not_verified_because"),
+    )
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return _text(lines[-1]) if lines else ""
+
+
+def judge(item: CheckItem, outcome: RunOutcome, *, host: str) -> Verdict:
+    """The CheckCompleted of one run: passed only when the script exited 0 and wrote a valid metrics file that
+    does not say otherwise; every other ending fails with a reason that says what happened."""
+    completed = _base_completed(item, outcome.duration_s, host)
+    metrics, metrics_problem = None, None
+    if outcome.metrics_error:
+        metrics_problem = f"malformed metrics file {item.metrics_file}: {outcome.metrics_error}"
+    elif outcome.metrics_text is None:
+        metrics_problem = f"the check wrote no metrics file ({item.metrics_file})"
+    else:
+        try:
+            metrics = parse_metrics(outcome.metrics_text)
+        except MetricsError as err:
+            metrics_problem = f"malformed metrics file {item.metrics_file}: {err}"
+    if metrics is not None:
+        completed.score = metrics.score
+        completed.cost = metrics.cost
+        completed.subtasks.extend(metrics.subtasks)
+        completed.runner = metrics.runner
+        completed.torch_version = metrics.torch_version
+        completed.triton_version = metrics.triton_version
+        completed.verified = metrics.verified
+        completed.not_verified_because.extend(metrics.not_verified_because)
+
+    def failed(reason: str, *reasons: str) -> Verdict:
+        completed.passed = False
+        completed.verified = False
+        completed.reasons.extend([_text(r) for r in reasons if r][:MAX_REASONS])
+        return Verdict(completed, reason)
+
+    if outcome.timed_out:
+        return failed(TIME_LIMIT, f"time limit: the check ran past {item.time_limit_s} s and was killed")
+    code = outcome.exit_code
+    if code == EXIT_COULD_NOT_RUN:
+        why = list(metrics.reasons) if metrics and metrics.reasons else [_last_line(outcome.output_tail)]
+        return failed(COULD_NOT_RUN, *[f"could not run: {w}" if w else "could not run" for w in why])
+    if code not in (EXIT_PASSED, EXIT_BROKEN):
+        how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit status {code}"
+        return failed(CRASHED, f"the check script failed ({how})", _last_line(outcome.output_tail))
+    if metrics is None:
+        absent = outcome.metrics_text is None and not outcome.metrics_error
+        return failed(NO_METRICS if absent else MALFORMED_METRICS, metrics_problem)
+    if code == EXIT_BROKEN:
+        return failed(GUARDRAIL, *(metrics.reasons or ("the check script exited 1 (a guardrail broken)",)))
+    if metrics.passed is False:
+        return failed(
+            MALFORMED_METRICS, "the check script exited 0 but its metrics file says passed: false", *metrics.reasons
+        )
+    completed.passed = True
+    return Verdict(completed, None)
+
+
+def abandoned(item: CheckItem, attempts: int, *, host: str) -> Verdict:
+    """A check whose runs kept dying with their worker: failed, so that it stops taking a GPU."""
+    completed = _base_completed(item, 0.0, host)
+    completed.reasons.append(f"abandoned: the check's worker died {attempts} times before it finished")
+    return Verdict(completed, ABANDONED)
+
+
+def no_route(item: CheckItem, *, host: str) -> Verdict:
+    completed = _base_completed(item, 0.0, host)
+    completed.reasons.append(f"could not run: no route known for job {item.job_id} (no JobSubmitted in its stream)")
+    return Verdict(completed, NO_ROUTE)

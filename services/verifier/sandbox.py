@@ -1,0 +1,217 @@
+"""Runs a check script in a sandboxed subprocess.
+
+Each run gets its own box: `work/` (the working copy), `out/` (where the metrics file goes), `home/` and `tmp/`.
+The script runs under `bash`, as a plain script (not through Slurm), with:
+- no network: its own network namespace (`unshare --net`; only a loopback that is down), and the unix sockets of
+  the host (PostgreSQL's under /run, test clusters' under /tmp) hidden under empty tmpfs;
+- a read-only view of the host, its box the only writable place, KB_HOME and credentials hidden, every capability
+  dropped (sandbox_setup.sh);
+- its own PID namespace and process group: at the time limit the whole group is killed (and with the namespace's
+  first process, everything it started);
+- a clean environment (only what the script needs) and rlimits (no core files, bounded file sizes and descriptors,
+  CPU time as a backstop to the wall-clock limit).
+Where unshare is unavailable the run goes ahead without namespaces and says so loudly ("network not isolated").
+"""
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from services.common import metrics
+from services.common.logs import get_logger
+from services.verifier.domain import MAX_METRICS_BYTES, RunOutcome
+
+SETUP_SCRIPT = Path(__file__).with_name("sandbox_setup.sh")
+INNER_ROOT = "/var/tmp"  # where the box appears inside the namespaces
+UNSHARE = ("unshare", "--net", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc")
+OUTPUT_TAIL_BYTES = 8000
+MAX_FILE_BYTES = 4 * 1024**3
+MAX_OPEN_FILES = 4096
+
+NOT_ISOLATED = metrics.counter(
+    "kb_verifier_sandbox_not_isolated_total", "Check runs without network/mount isolation (unshare unavailable)."
+)
+
+log = get_logger()
+
+
+def isolation_available() -> bool:
+    """Whether the whole sandbox works here: namespaces (root or user namespaces), the mounts of sandbox_setup.sh
+    and the capability drop, tried once on an empty box."""
+    if shutil.which("unshare") is None or shutil.which("setpriv") is None:
+        return False
+    box = Path(tempfile.mkdtemp(prefix="kb-sandbox-probe-"))
+    try:
+        (box / "work").mkdir()
+        command = [*UNSHARE, "bash", str(SETUP_SCRIPT), str(box), INNER_ROOT, "--", "true"]
+        done = subprocess.run(command, capture_output=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    finally:
+        shutil.rmtree(box, ignore_errors=True)
+    return done.returncode == 0
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    root: Path  # boxes are made here, one per run
+    isolate: bool  # namespaces (see the module doc); False only where unshare is unavailable
+    hidden: tuple[str, ...] = ()  # host directories the check must not see (KB_HOME, credentials)
+    cpu_count: int = field(default_factory=lambda: os.cpu_count() or 1)
+
+
+@dataclass(frozen=True)
+class Box:
+    path: Path  # on the host
+    inner: str  # the same directory as the script sees it
+
+    @property
+    def work(self) -> Path:
+        return self.path / "work"
+
+    def inner_path(self, *parts: str) -> str:
+        return "/".join([self.inner, *parts])
+
+
+def _guarded(command: Sequence[str], cpu_seconds: int) -> list[str]:
+    """The command under rlimits (no core files, bounded file sizes and descriptors, CPU time as a backstop) and with
+    SIGKILL as its parent-death signal: a verifier killed mid-check takes its check down with it (unshare
+    --kill-child then takes the namespace). Done by util-linux tools rather than a preexec_fn: Python code between
+    fork and exec is unsafe in a process with threads (gRPC's), and crashed the child here now and then."""
+    return [
+        "setpriv",
+        "--pdeathsig",
+        "KILL",
+        "--",
+        "prlimit",
+        "--core=0",
+        f"--fsize={MAX_FILE_BYTES}",
+        f"--nofile={MAX_OPEN_FILES}",
+        f"--cpu={cpu_seconds}",
+        "--",
+        *command,
+    ]
+
+
+def _read_metrics(path: Path, limit: int) -> tuple[bytes | None, str]:
+    """(the file's bytes, at most limit + 1; or None when absent) and why it could not be read; never follows a
+    symlink out of the box."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except (FileNotFoundError, NotADirectoryError):
+        return None, ""
+    except OSError as err:  # ELOOP: a symlink
+        return None, f"cannot open it ({err.strerror}): a check writes a plain file"
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None, "not a regular file"
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read(limit + 1), ""
+    finally:
+        os.close(fd)
+
+
+def _tail(path: Path) -> str:
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, handle.tell() - OUTPUT_TAIL_BYTES))
+            return handle.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+class Sandbox:
+    def __init__(self, config: SandboxConfig):
+        self.config = config
+        if not config.isolate:
+            log.warning("network not isolated: unshare is unavailable, checks run without namespaces")
+
+    def make_box(self, name: str) -> Box:
+        self.config.root.mkdir(parents=True, exist_ok=True)
+        path = self.config.root / name
+        if path.exists():  # left by a worker that died mid-check
+            shutil.rmtree(path)
+        for part in ("work", "out", "home", "tmp"):
+            (path / part).mkdir(parents=True)
+        return Box(path, INNER_ROOT if self.config.isolate else str(path))
+
+    def remove_box(self, box: Box) -> None:
+        shutil.rmtree(box.path, ignore_errors=True)
+
+    async def run(
+        self,
+        box: Box,
+        script: str,
+        args: Sequence[str],
+        env: Mapping[str, str],
+        *,
+        time_limit_s: int,
+        metrics_file: str,
+    ) -> RunOutcome:
+        """Runs `bash <script> <args>` from the box's working copy; env is the script's whole environment (paths
+        in it are as the script sees them: box.inner_path(...))."""
+        command = ["bash", script, *args]
+        if self.config.isolate:
+            command = [
+                *UNSHARE,
+                "bash",
+                str(SETUP_SCRIPT),
+                str(box.path),
+                box.inner,
+                *self.config.hidden,
+                "--",
+                *command,
+            ]
+        else:
+            NOT_ISOLATED.inc()
+            log.warning("network not isolated: running the check without namespaces", box=str(box.path))
+        output = box.path / "output.log"
+        started = time.monotonic()
+        timed_out = False
+        with open(output, "wb") as sink:
+            proc = await asyncio.create_subprocess_exec(
+                *_guarded(command, time_limit_s * self.config.cpu_count + 60),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                cwd=box.work,
+                env=dict(env),
+                start_new_session=True,  # its own process group, killed as one
+            )
+            try:
+                await asyncio.wait_for(proc.wait(), timeout=time_limit_s)
+            except TimeoutError:
+                timed_out = True
+                _kill_group(proc.pid)
+                await proc.wait()
+            except asyncio.CancelledError:
+                _kill_group(proc.pid)
+                await proc.wait()
+                raise
+            finally:
+                _kill_group(proc.pid)  # whatever it left behind in its group
+        duration = time.monotonic() - started
+        metrics_text, metrics_error = _read_metrics(box.path / "out" / metrics_file, MAX_METRICS_BYTES)
+        return RunOutcome(
+            exit_code=None if timed_out else proc.returncode,
+            timed_out=timed_out,
+            duration_s=duration,
+            metrics_text=metrics_text,
+            output_tail=_tail(output),
+            metrics_error=metrics_error,
+        )

@@ -1,0 +1,58 @@
+"""The verifier service: wiring only (``python -m services.verifier.server``).
+
+The consumer queues checks of ingested route and job commits; one worker per GPU (one on a CPU-only machine) runs
+them; gRPC on 50053 answers GetCheck/ListChecks/WatchChecks; Prometheus on 9103.
+"""
+
+import asyncio
+
+from services.common.config import GRPC_PORTS, METRICS_PORTS, Settings
+from services.common.consumer import Consumer
+from services.common.eventlog import EventLog
+from services.common.grpcserver import serve
+from services.common.logs import configure_logging, get_logger
+from services.verifier.api import ChangeFeed, add_to_server
+from services.verifier.intake import CONSUMER_NAME, EVENT_TYPES, Intake
+from services.verifier.queue import CheckQueue
+from services.verifier.worker import WorkerConfig, make_workers
+
+log = get_logger()
+
+
+async def main() -> None:
+    configure_logging("verifier")
+    settings = Settings.from_env()
+    config = WorkerConfig.from_env(settings)
+    event_log = await EventLog.connect(settings.database_url)
+    queue = CheckQueue(event_log, lease_s=config.lease_s)
+    consumer = Consumer(CONSUMER_NAME, event_log, settings, Intake(event_log, queue).handle, types=set(EVENT_TYPES))
+    workers = make_workers(queue, config)
+    feed = ChangeFeed(event_log.pool)
+    tasks: list[asyncio.Task] = []
+
+    def start() -> None:
+        tasks.append(asyncio.create_task(consumer.run(), name="verifier-consumer"))
+        tasks.extend(asyncio.create_task(w.run(), name=f"verifier-worker-{w.slot.name}") for w in workers)
+        log.info("verifier started", slots=[w.slot.name for w in workers], isolated=config.sandbox.isolate)
+
+    async def stop() -> None:
+        await consumer.stop()
+        for worker in workers:
+            await worker.stop()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await feed.close()
+        await event_log.close()
+
+    await serve(
+        "verifier",
+        lambda server: add_to_server(server, queue, feed),
+        port=GRPC_PORTS["verifier"],
+        metrics_port=METRICS_PORTS["verifier"],
+        pool=event_log.pool,
+        on_start=[start],
+        on_stop=[stop],
+    )
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

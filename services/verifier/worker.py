@@ -1,0 +1,315 @@
+"""Verifier workers: each claims one check at a time from the shared queue, builds its working copy, runs its script
+in the sandbox and records the CheckCompleted. One worker per GPU (CUDA_VISIBLE_DEVICES pins it); a CPU-only
+verifier runs one worker.
+
+``python -m services.verifier.worker`` runs workers without the gRPC server: more verifier processes (other GPUs,
+other hosts) sharing the one queue.
+"""
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import asyncpg
+
+from services.common import metrics
+from services.common.config import Settings
+from services.common.eventlog import EventLog
+from services.common.logs import bind_ids, configure_logging, get_logger
+from services.verifier import domain
+from services.verifier.domain import CheckItem, RunOutcome, Verdict
+from services.verifier.hostedrepo import HostedRepoReader, RepoError
+from services.verifier.queue import CheckQueue, Claim
+from services.verifier.sandbox import Box, Sandbox, SandboxConfig, isolation_available
+
+CODE_ROOT = Path(__file__).resolve().parents[2]  # the harness the check script runs is this installation's
+CHECK_BUCKETS = (1, 5, 10, 20, 30, 60, 90, 120, 180, 300, 600, 900, 1800, 3600)
+TRANSIENT = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError)
+
+CHECK_SECONDS = metrics.histogram(
+    "kb_verifier_check_seconds", "Wall time of one check run, claim to completion.", ("check",), CHECK_BUCKETS
+)
+QUEUE_DEPTH = metrics.gauge("kb_verifier_queue_depth", "Checks waiting for a worker (queued or lease expired).")
+CHECKS_TOTAL = metrics.counter("kb_verifier_checks_total", "Checks completed, by result.", ("result",))
+FAILURES_TOTAL = metrics.counter("kb_verifier_failures_total", "Failed checks, by reason.", ("reason",))
+RUNNING = metrics.gauge("kb_verifier_checks_running", "Checks running in this process now.")
+
+log = get_logger()
+
+
+@dataclass(frozen=True)
+class Slot:
+    """Where a worker runs its checks: the device, the harness's shapes, and the environment that pins it."""
+
+    name: str
+    device: str  # cpu | cuda
+    shapes: str  # smoke | full
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+def gpu_indices() -> list[str]:
+    if shutil.which("nvidia-smi") is None:
+        return []
+    try:
+        done = subprocess.run(
+            ["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"], capture_output=True, text=True, timeout=20
+        )
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [line.strip() for line in done.stdout.splitlines() if line.strip()] if done.returncode == 0 else []
+
+
+def detect_slots(environ: Mapping[str, str]) -> list[Slot]:
+    """KB_VERIFIER_DEVICE (cpu|cuda; default cuda when nvidia-smi lists a GPU), KB_VERIFIER_GPUS (e.g. "0,1"; default
+    every GPU), KB_VERIFIER_SHAPES (default full on a GPU, smoke on the CPU)."""
+    gpus = [g for g in environ.get("KB_VERIFIER_GPUS", "").split(",") if g.strip()] or gpu_indices()
+    device = environ.get("KB_VERIFIER_DEVICE") or ("cuda" if gpus else "cpu")
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"KB_VERIFIER_DEVICE must be cpu or cuda, not {device!r}")
+    if device == "cuda" and not gpus:
+        raise ValueError("KB_VERIFIER_DEVICE=cuda but no GPU found (nvidia-smi) and KB_VERIFIER_GPUS unset")
+    shapes = environ.get("KB_VERIFIER_SHAPES") or ("full" if device == "cuda" else "smoke")
+    if shapes not in ("full", "smoke"):
+        raise ValueError(f"KB_VERIFIER_SHAPES must be full or smoke, not {shapes!r}")
+    if device == "cpu":
+        # Triton kernels run in its interpreter on a CPU-only verifier.
+        return [Slot("cpu", "cpu", shapes, {"TRITON_INTERPRET": "1"})]
+    return [Slot(f"gpu{g.strip()}", "cuda", shapes, {"CUDA_VISIBLE_DEVICES": g.strip()}) for g in gpus]
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    git_dir: Path
+    sandbox: SandboxConfig
+    slots: tuple[Slot, ...]
+    lease_s: float = 60.0
+    poll_s: float = 2.0
+    max_attempts: int = 3
+    python: str = sys.executable
+
+    @classmethod
+    def from_env(cls, settings: Settings, environ: Mapping[str, str] | None = None) -> "WorkerConfig":
+        env = os.environ if environ is None else environ
+        hidden = [str(settings.home), str(Path.home() / ".config" / "kernelboard")]
+        isolate = env.get("KB_VERIFIER_ISOLATION", "auto")
+        if isolate not in ("auto", "off"):
+            raise ValueError(f"KB_VERIFIER_ISOLATION must be auto or off, not {isolate!r}")
+        return cls(
+            git_dir=settings.home / "repo.git",
+            sandbox=SandboxConfig(
+                root=Path(env.get("KB_VERIFIER_SANDBOX_DIR", str(settings.home / "verifier" / "sandboxes"))),
+                isolate=isolate == "auto" and isolation_available(),
+                hidden=tuple(hidden),
+            ),
+            slots=tuple(detect_slots(env)),
+            lease_s=float(env.get("KB_VERIFIER_LEASE_S", "60")),
+            poll_s=float(env.get("KB_VERIFIER_POLL_S", "2")),
+            python=env.get("KB_VERIFIER_PYTHON", sys.executable),
+        )
+
+
+class LeaseLost(Exception):
+    pass
+
+
+class Worker:
+    def __init__(self, queue: CheckQueue, config: WorkerConfig, slot: Slot, name: str | None = None):
+        self.queue = queue
+        self.config = config
+        self.slot = slot
+        self.name = name or f"{socket.gethostname()}:{os.getpid()}:{slot.name}"
+        self.repo = HostedRepoReader(config.git_dir)
+        self.sandbox = Sandbox(config.sandbox)
+        self._stopping = asyncio.Event()
+        self._current: asyncio.Task | None = None
+
+    async def run(self) -> None:
+        """Claims and runs checks until stop()."""
+        self._stopping.clear()
+        while not self._stopping.is_set():
+            try:
+                worked = await self.run_once()
+                QUEUE_DEPTH.set(await self.queue.depth())
+            except TRANSIENT as err:
+                log.warning("verifier worker: database unavailable", worker=self.name, error=repr(err))
+                worked = False
+            except Exception:  # a bug must not stop the worker: the check's lease runs out, it is retried, then failed
+                log.exception("verifier worker: a check failed unexpectedly", worker=self.name)
+                worked = False
+            if not worked:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stopping.wait(), self.config.poll_s)
+
+    async def stop(self) -> None:
+        self._stopping.set()
+        if self._current is not None:
+            self._current.cancel()
+
+    async def run_once(self) -> bool:
+        """Claims one check and runs it to completion; False when the queue had nothing to claim."""
+        claim = await self.queue.claim(self.name)
+        if claim is None:
+            return False
+        self._current = asyncio.current_task()
+        try:
+            await self._process(claim)
+        except asyncio.CancelledError:
+            if not self._stopping.is_set():
+                raise
+            # Shutting down: hand the check back at once rather than letting its lease run out.
+            await asyncio.shield(self.queue.release(claim.item.check_id, self.name))
+            log.info("check released on shutdown", check_id=claim.item.check_id, worker=self.name)
+            return True
+        finally:
+            self._current = None
+        return True
+
+    async def _process(self, claim: Claim) -> None:
+        item = claim.item
+        with bind_ids(check_id=item.check_id, sha=item.sha, route=item.route or None, job_id=item.job_id or None):
+            started = time.monotonic()
+            log.info("check started", check=item.check_name, worker=self.name, attempt=claim.attempts)
+            if claim.attempts > self.config.max_attempts:
+                verdict = domain.abandoned(item, claim.attempts - 1, host=self.name)
+            elif not item.route:
+                verdict = domain.no_route(item, host=self.name)
+            else:
+                try:
+                    verdict = await self._run_leased(item)
+                except LeaseLost:
+                    log.warning("check lost its lease (finished or claimed elsewhere); stopped", worker=self.name)
+                    return
+            event = await asyncio.shield(self.queue.complete(item.check_id, verdict))
+            elapsed = time.monotonic() - started
+            if event is None:
+                log.warning("completion refused: the check was completed already", worker=self.name)
+                return
+            result = "passed" if verdict.completed.passed else "failed"
+            CHECK_SECONDS.labels(item.check_name).observe(elapsed)
+            CHECKS_TOTAL.labels(result).inc()
+            if verdict.failure_reason:
+                FAILURES_TOTAL.labels(verdict.failure_reason).inc()
+            log.info(
+                "check completed",
+                result=result,
+                reasons=list(verdict.completed.reasons),
+                score=verdict.completed.score,
+                runner=verdict.completed.runner,
+                duration_s=round(elapsed, 2),
+                position=event.global_position,
+            )
+
+    async def _run_leased(self, item: CheckItem) -> Verdict:
+        """Runs the check while renewing its lease; LeaseLost when the lease is no longer ours."""
+        run = asyncio.ensure_future(self._run_check(item))
+        lost = False
+        try:
+            while not run.done():
+                done, _ = await asyncio.wait({run}, timeout=self.config.lease_s / 3)
+                if done:
+                    break
+                try:
+                    if not await self.queue.heartbeat(item.check_id, self.name):
+                        lost = True
+                        run.cancel()
+                except TRANSIENT as err:
+                    log.warning("heartbeat failed; retrying", error=repr(err))
+        finally:
+            if not run.done():
+                run.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await run
+        if lost:
+            raise LeaseLost()
+        return run.result()
+
+    async def _run_check(self, item: CheckItem) -> Verdict:
+        RUNNING.inc()
+        box = self.sandbox.make_box(item.check_id)
+        try:
+            outcome = await self._outcome(item, box)
+        finally:
+            RUNNING.dec()
+            self.sandbox.remove_box(box)
+        if outcome.output_tail:
+            log.info("check output (tail)", output=outcome.output_tail[-2000:])
+        return domain.judge(item, outcome, host=self.name)
+
+    async def _outcome(self, item: CheckItem, box: Box) -> RunOutcome:
+        started = time.monotonic()
+        try:
+            await self.repo.export(item.rules_commit, item.sha, item.route, box.work)
+        except RepoError as err:
+            return RunOutcome(domain.EXIT_COULD_NOT_RUN, False, time.monotonic() - started, None, str(err))
+        if not (box.work / item.script).is_file():
+            why = f"check script {item.script} is not in rules commit {item.rules_commit[:12]}"
+            return RunOutcome(domain.EXIT_COULD_NOT_RUN, False, time.monotonic() - started, None, why)
+        route_dir = f"routes/{item.route}"
+        metrics_path = box.inner_path("out", item.metrics_file)
+        return await self.sandbox.run(
+            box,
+            item.script,
+            [route_dir, metrics_path],
+            self.script_env(item, box, route_dir, metrics_path),
+            time_limit_s=item.time_limit_s,
+            metrics_file=item.metrics_file,
+        )
+
+    def script_env(self, item: CheckItem, box: Box, route_dir: str, metrics_path: str) -> dict[str, str]:
+        """The check script's whole environment (checks/verify.sbatch documents the KB_* it reads)."""
+        return {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "LANG": "C.UTF-8",
+            "HOME": box.inner_path("home"),
+            "TMPDIR": box.inner_path("tmp"),
+            "TRITON_CACHE_DIR": box.inner_path("home", ".triton"),
+            "PYTHONPATH": f"{CODE_ROOT}:{CODE_ROOT / 'protos'}",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONNOUSERSITE": "1",
+            "KB_PYTHON": self.config.python,
+            "KB_NO_ENTRY_POINT": "1",  # python -m from the working copy, whose kernels/problems judge
+            "KB_ROUTE_DIR": route_dir,
+            "KB_METRICS": metrics_path,
+            "KB_RULES": "scienceslack.json",
+            "KB_RULES_COMMIT": item.rules_commit,
+            "KB_SHAPES": self.slot.shapes,
+            "KB_DEVICE": self.slot.device,
+            "KB_CHECK_ID": item.check_id,
+            "KB_CHECK_NAME": item.check_name,
+            "KB_SHA": item.sha,
+            **self.slot.env,
+        }
+
+
+def make_workers(queue: CheckQueue, config: WorkerConfig) -> list[Worker]:
+    return [Worker(queue, config, slot) for slot in config.slots]
+
+
+async def main() -> None:
+    configure_logging("verifier-worker")
+    settings = Settings.from_env()
+    config = WorkerConfig.from_env(settings)
+    event_log = await EventLog.connect(settings.database_url)
+    queue = CheckQueue(event_log, lease_s=config.lease_s)
+    workers = make_workers(queue, config)
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, lambda: [asyncio.ensure_future(w.stop()) for w in workers])
+    log.info("verifier workers started", slots=[w.slot.name for w in workers], isolated=config.sandbox.isolate)
+    try:
+        await asyncio.gather(*(w.run() for w in workers))
+    finally:
+        await event_log.close()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,77 @@
+"""``kb board`` end to end: the kb entry point, its stored sign-in, a real board server."""
+
+import asyncio
+import json
+import os
+import sys
+from asyncio.subprocess import PIPE
+
+from services.common.eventlog import NewEvent
+
+from .board_events import append_all, check, scenario
+
+
+async def run_kb(served, *argv, token="alice"):
+    """``kb board ARGV`` in its own process (the console entry point's module), signed in as ``token``."""
+    env = {
+        **os.environ,
+        "KB_TOKEN": served[1][token],
+        "KB_BOARD_ADDR": served[4],
+        "PYTHONPATH": os.pathsep.join(sys.path),
+    }
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "services.cli.main", "board", *argv, env=env, stdout=PIPE, stderr=PIPE
+    )
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    return process.returncode, out.decode(), err.decode()
+
+
+async def test_kb_board_prints_the_newest_board_and_a_chosen_version(served):
+    code, out, _ = await run_kb(served, "--version", "1")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0] == "KernelBench operators, benchmark version 1 [quiet: no route scored for 14 days]"
+    assert "How results are judged" in out and "Listed beside (unranked)" in out
+    assert any(line.split()[:3] == ["1", "tiled", "3.000"] for line in lines)
+
+    code, out, _ = await run_kb(served, "--json")
+    assert code == 0 and json.loads(out)["version"] == 2
+
+
+async def test_kb_board_says_what_went_wrong(served):
+    code, _, err = await run_kb(served, "--version", "9")
+    assert code == 1 and err.strip() == "kb board: NOT_FOUND: no board for benchmark version 9 (boards: 1, 2)"
+    code, _, err = await run_kb(served, "--rebuild")
+    assert code == 1 and "PERMISSION_DENIED: maintainer role needed to rebuild the board" in err
+    code, out, _ = await run_kb(served, "--rebuild", token="curator")
+    assert code == 0 and out.startswith("rebuilt 2 boards from ")
+    code, out, _ = await run_kb(served, "--route", "fast")
+    assert code == 0 and out.startswith("route fast (owner alice")
+    code, out, _ = await run_kb(served, "--list")
+    assert code == 0 and out.splitlines()[0].startswith("version 1  quiet")
+
+
+async def test_kb_board_watch_prints_the_board_again_when_it_changes(served):
+    _, tokens, projector, log, address = served
+    env = {**os.environ, "KB_TOKEN": tokens["alice"], "KB_BOARD_ADDR": address}
+    env["PYTHONPATH"] = os.pathsep.join(sys.path)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "services.cli.main", "board", "--watch", "--json", "--version", "1", env=env, stdout=PIPE
+    )
+    try:
+        first = json.loads(await asyncio.wait_for(process.stdout.readline(), 60))
+        assert [e["route"] for e in first["ranked"]] == ["tiled", "fast"]
+        (event,) = await append_all(log, scenario(start_minute=90)[2:3])  # fast passes again: 2.0 < 2.5 best
+        better = check("slow", 1, passed=True, score=9.5, check_id="s")
+        (event2,) = await append_all(log, [("check:s", NewEvent(better, actor="v", verifier_version=1))])
+        for each in (event, event2):
+            async with log.pool.acquire() as conn, conn.transaction():
+                await projector.handle(conn, each)
+        # Each change prints the board again, a line each, until it shows the new leader.
+        changed = first
+        while not changed["ranked"] or changed["ranked"][0]["route"] != "slow":
+            changed = json.loads(await asyncio.wait_for(process.stdout.readline(), 30))
+            assert int(changed["log_position"]) > int(first["log_position"])
+    finally:
+        process.terminate()
+        await process.wait()

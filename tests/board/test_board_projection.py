@@ -1,0 +1,179 @@
+"""The board rules, one at a time, on small hand-written logs."""
+
+from kernelboard.v1 import events_pb2
+
+from services.board import projection, views
+
+from .board_events import DAY_NS, START_NS, check, envelope, report, rules
+
+AGENT = events_pb2.PRINCIPAL_KIND_AGENT
+
+
+def log(*payloads, actor="curator"):
+    """Envelopes at positions 1..n, a minute apart; an item may be (payload, dict of envelope arguments)."""
+    events = []
+    for position, item in enumerate(payloads, start=1):
+        payload, extra = item if isinstance(item, tuple) else (item, {})
+        extra = {"actor": actor, "at_ns": START_NS + position * 60_000_000_000, **extra}
+        events.append(envelope(position, payload, **extra))
+    return events
+
+
+def board_of(events, version=None):
+    state = projection.fold(events)
+    version = version or projection.newest_version(state)
+    return state, views.board_view(state, state.boards[version])
+
+
+def test_verified_and_maintainer_scores_rank_others_and_failures_are_listed_beside():
+    state, view = board_of(
+        log(
+            rules(1, verifier_versions=[1]),
+            (check("fast", 1, passed=True, score=2.0, check_id="c1"), {"verifier_version": 1}),
+            (check("fast", 1, passed=True, score=1.5, check_id="c2"), {"verifier_version": 1}),
+            report("tiled", 1, score=3.0, by_maintainer=True, reporter="curator"),
+            report("naive", 1, score=9.0, by_maintainer=False, reporter="alice"),
+            (check("naive", 1, passed=False, score=0.0, reasons=["atol broken on matmul"]), {"verifier_version": 1}),
+        )
+    )
+    assert [(e.rank, e.route, e.score, e.source) for e in view.ranked] == [
+        (1, "tiled", 3.0, "reported by maintainer"),
+        (2, "fast", 2.0, "verified"),
+    ]
+    assert view.ranked[1].check_id == "c1" and view.ranked[1].verifier_version == 1
+    assert [(e.rank, e.route, e.source, e.reason) for e in view.listed_beside] == [
+        (0, "naive", "reported", ""),
+        (0, "naive", "failed check", "atol broken on matmul"),
+    ]
+
+
+def test_ties_break_on_the_earlier_position_and_a_later_pass_clears_a_failure():
+    _, view = board_of(
+        log(
+            rules(1),
+            check("b", 1, passed=True, score=2.0),
+            check("a", 1, passed=False, score=0.0, reasons=["timeout"]),
+            check("a", 1, passed=True, score=2.0),
+        )
+    )
+    assert [e.route for e in view.ranked] == ["b", "a"]
+    assert list(view.listed_beside) == []
+
+
+def test_checks_of_a_verifier_version_the_rules_do_not_accept_do_not_count():
+    events = log(
+        rules(1, verifier_versions=[2]),
+        (check("fast", 1, passed=True, score=5.0), {"verifier_version": 1}),
+        check("slow", 1, passed=True, score=1.0),
+    )
+    state, view = board_of(events)
+    assert list(view.ranked) == [] and list(view.listed_beside) == []
+    by_position = {e.global_position: e for e in events}
+    assert views.history_positions(state, "fast") == [2]
+    history = views.route_view(state, "fast", events=by_position).boards[0].history
+    assert [(h.global_position, h.kind, h.counted) for h in history] == [(2, "check", False)]
+    assert history[0].note == "verifier version 1 is not accepted by the rules (they accept 2)"
+    slow = views.route_view(state, "slow", events=by_position).boards[0].history[0]
+    assert slow.note == "a check without a verifier version is not accepted by the rules (they accept 2)"
+
+
+def test_a_raised_version_starts_a_new_board_and_the_old_one_stays_readable():
+    state, newest = board_of(
+        log(
+            rules(1),
+            check("fast", 1, passed=True, score=2.0),
+            rules(2),
+            events_pb2.RouteStarted(route="new", owner="bob", started_by="bob"),
+            check("new", 2, passed=True, score=1.1),
+        )
+    )
+    assert newest.version == 2 and [e.route for e in newest.ranked] == ["new"]
+    old = views.board_view(state, state.boards[1])
+    assert [e.route for e in old.ranked] == ["fast"] and old.header.routes == 1
+    assert newest.header.routes == 1 and newest.card.version == 2
+
+
+def test_status_is_quiet_after_14_days_without_a_score_and_maintainers_set_it():
+    base = START_NS
+    events = log(
+        (rules(1), {"at_ns": base}),
+        (check("fast", 1, passed=True, score=2.0), {"at_ns": base + DAY_NS}),
+        (events_pb2.CommitIngested(route="fast", owner="alice"), {"at_ns": base + 14 * DAY_NS, "actor": "alice"}),
+    )
+    assert board_of(events)[1].status == "active"
+    later = envelope(4, events_pb2.CommitIngested(route="fast", owner="alice"), actor="alice", at_ns=base + 15 * DAY_NS)
+    _, view = board_of([*events, later])
+    assert (view.status, view.status_reason) == ("quiet", "no route scored for 14 days")
+    flawed = envelope(
+        5,
+        events_pb2.BenchmarkStatusChanged(benchmark_version=1, status="flawed", reason="leak"),
+        at_ns=base + 15 * DAY_NS,
+    )
+    _, view = board_of([*events, later, flawed])
+    assert (view.status, view.status_reason, view.card.status) == ("flawed", "leak", "flawed")
+
+
+def test_header_counts_agents_at_work_within_7_days_of_the_latest_event():
+    base = START_NS
+    events = [
+        envelope(1, rules(1), at_ns=base),
+        envelope(2, events_pb2.PrincipalRegistered(name="alice/a1", kind=AGENT, owner="alice"), at_ns=base),
+        envelope(
+            3, events_pb2.RouteStarted(route="r1", owner="alice", started_by="alice/a1"), actor="alice/a1", at_ns=base
+        ),
+        # bob/b1 is not registered but acts for bob: an agent by what it does
+        envelope(4, events_pb2.CommitIngested(route="r2", owner="bob"), actor="bob/b1", at_ns=base + 5 * DAY_NS),
+        envelope(5, events_pb2.CommitIngested(route="r2", owner="bob"), actor="bob", at_ns=base + 9 * DAY_NS),
+    ]
+    _, view = board_of(events)
+    assert (view.header.agents_in_all, view.header.agents_at_work, view.header.routes) == (2, 1, 2)
+    assert view.header.started == views.rfc3339(base)
+    assert view.header.last_active == views.rfc3339(base + 9 * DAY_NS)
+
+
+def test_adopted_marks_follow_the_latest_event_and_the_card_reads_the_rules():
+    state, view = board_of(
+        log(
+            rules(1, verifier_versions=[1]),
+            (check("fast", 1, passed=True, score=2.0), {"verifier_version": 1}),
+            events_pb2.RouteAdopted(route="fast", benchmark_version=1, adopted=True, note="merged"),
+        )
+    )
+    assert view.ranked[0].adopted
+    card = view.card
+    assert card.name == "KernelBench operators" and len(card.kernels) == 12 and list(card.verifier_versions) == [1]
+    assert ("atol", "0.01") in [(g.name, g.value) for g in card.guardrails]
+    assert ("timing.statistic", '"median"') in [(g.name, g.value) for g in card.guardrails]
+    withdrawn = envelope(4, events_pb2.RouteAdopted(route="fast", benchmark_version=1, adopted=False))
+    _, view = board_of([*log(rules(1), check("fast", 1, passed=True, score=2.0)), withdrawn])
+    assert not view.ranked[0].adopted
+
+
+def test_unreadable_rules_give_a_card_that_says_why_and_accept_any_verifier():
+    bad = events_pb2.RulesApproved(rules_commit="abc", benchmark_version=1, rules_json="{not json")
+    _, view = board_of(log(bad, check("fast", 1, passed=True, score=2.0)))
+    assert view.card.rules_error.startswith("the rules could not be read")
+    assert [e.route for e in view.ranked] == ["fast"]
+
+
+def test_events_before_any_rules_without_a_version_place_nothing():
+    state = projection.fold(log(events_pb2.RouteStarted(route="early", owner="alice", started_by="alice")))
+    assert state.boards == {} and state.routes["early"].owner == "alice"
+    assert views.route_view(state, "early").owner == "alice"
+    assert views.route_view(state, "never") is None
+
+
+def test_a_pass_that_is_not_verified_is_listed_beside_with_why_and_never_ranks():
+    state, view = board_of(
+        log(
+            rules(1),
+            check("cpu-only", 1, passed=True, score=0.5, verified=False),
+            check("gpu", 1, passed=True, score=1.2),
+            check("gpu", 1, passed=True, score=9.0, verified=False),
+        )
+    )
+    assert [(e.route, e.score, e.source) for e in view.ranked] == [("gpu", 1.2, "verified")]
+    assert [(e.route, e.source, e.reason) for e in view.listed_beside] == [
+        ("cpu-only", "unverified check", "runner cpu is not the pinned NVIDIA H200"),
+        ("gpu", "unverified check", "runner cpu is not the pinned NVIDIA H200"),
+    ]

@@ -1,0 +1,215 @@
+"""Properties of the board projection over generated logs: rebuild == live under any delivery, canonical bytes,
+ranking order, and that nothing but a counted passing check or a maintainer's report ever ranks."""
+
+import math
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from kernelboard.v1 import events_pb2
+
+from services.board import projection, views
+from services.board.projection import FAILED_CHECK, REPORTED_BY_MAINTAINER, VERIFIED
+
+from .board_events import DAY_NS, START_NS, check, envelope, report, rules
+
+ROUTES = ["fast", "faster", "tiled", "naive"]
+PEOPLE = ["alice", "bob", "curator"]
+AGENTS = ["alice/agent-1", "alice/agent-2", "bob/agent-1"]
+SCORES = [0.5, 1.0, 1.5, 2.0, 2.0, 3.25, math.nan, math.inf]  # few values, so that ties happen
+
+
+def _step():
+    route = st.sampled_from(ROUTES)
+    version = st.integers(min_value=0, max_value=3)
+    score = st.sampled_from(SCORES)
+    return st.one_of(
+        st.tuples(st.just("register"), st.sampled_from(PEOPLE + AGENTS + ["system:verifier"]), st.booleans()),
+        st.tuples(st.just("start"), route, st.sampled_from(PEOPLE + AGENTS)),
+        st.tuples(st.just("push"), route, st.sampled_from(PEOPLE + AGENTS)),
+        st.tuples(st.just("rules"), st.integers(0, 1), st.sampled_from([None, [1], [1, 2], [2]])),
+        st.tuples(st.just("check"), route, version, st.booleans(), score, st.sampled_from([None, 1, 2])),
+        st.tuples(st.just("check"), route, version, st.booleans(), score, st.sampled_from([None, 1, 2])),
+        st.tuples(st.just("report"), route, version, st.booleans(), score),
+        st.tuples(st.just("status"), version, st.sampled_from(["saturated", "flawed", "active", "bogus"])),
+        st.tuples(st.just("adopt"), route, version, st.booleans()),
+        st.tuples(st.just("wait"), st.integers(0, 20)),
+    )
+
+
+def build_log(steps, holes):
+    """Envelopes for the steps, positions increasing (with holes, as a sequence leaves them), time moving on."""
+    events, position, now, version = [], 0, START_NS, 0
+    for i, step in enumerate(steps):
+        position += 1 + holes[i % len(holes)]
+        now += 60 * 1_000_000_000
+        kind = step[0]
+        if kind == "wait":
+            now += step[1] * DAY_NS
+            continue
+        if kind == "register":
+            name, is_agent = step[1], step[2]
+            agent = is_agent and "/" in name
+            payload = events_pb2.PrincipalRegistered(
+                name=name,
+                kind=events_pb2.PRINCIPAL_KIND_AGENT if agent else events_pb2.PRINCIPAL_KIND_PERSON,
+                owner=name.split("/")[0],
+            )
+            events.append(envelope(position, payload, actor="system:admin", at_ns=now))
+        elif kind == "start":
+            route, actor = step[1], step[2]
+            payload = events_pb2.RouteStarted(route=route, owner=actor.split("/")[0], started_by=actor)
+            events.append(envelope(position, payload, actor=actor, at_ns=now))
+        elif kind == "push":
+            route, actor = step[1], step[2]
+            payload = events_pb2.CommitIngested(
+                ref=f"refs/heads/routes/{route}",
+                sha=f"s{position}",
+                kind=events_pb2.COMMIT_KIND_ROUTE,
+                route=route,
+                owner=actor.split("/")[0],
+            )
+            events.append(envelope(position, payload, actor=actor, at_ns=now))
+        elif kind == "rules":
+            version = max(1, version + step[1])
+            events.append(envelope(position, rules(version, verifier_versions=step[2]), at_ns=now))
+        elif kind == "check":
+            _, route, v, passed, score, verifier = step
+            payload = check(
+                route,
+                v,
+                passed=passed,
+                score=score,
+                reasons=() if passed else ["atol broken"],
+                check_id=f"check-{position}",
+            )
+            events.append(envelope(position, payload, actor="system:verifier", at_ns=now, verifier_version=verifier))
+        elif kind == "report":
+            _, route, v, by_maintainer, score = step
+            reporter = "curator" if by_maintainer else "alice"
+            payload = report(route, v, score=score, by_maintainer=by_maintainer, reporter=reporter)
+            events.append(envelope(position, payload, actor=reporter, at_ns=now))
+        elif kind == "status":
+            payload = events_pb2.BenchmarkStatusChanged(benchmark_version=step[1], status=step[2], reason="test")
+            events.append(envelope(position, payload, at_ns=now))
+        elif kind == "adopt":
+            payload = events_pb2.RouteAdopted(route=step[1], benchmark_version=step[2], adopted=step[3])
+            events.append(envelope(position, payload, at_ns=now))
+    return events
+
+
+def snapshot(state):
+    """Everything a reader can see: the state's canonical bytes and every board's view, canonically serialized."""
+    boards = {v: views.canonical(views.board_view(state, state.boards[v])) for v in sorted(state.boards)}
+    return projection.state_to_json(state), boards
+
+
+logs = st.builds(
+    build_log,
+    st.lists(_step(), min_size=1, max_size=80),
+    st.lists(st.integers(0, 3), min_size=1, max_size=5),
+)
+
+
+class Store:
+    """What the service's store keeps: the globals, a row per board and per route on a board, the touched ones
+    written after each delivery."""
+
+    def __init__(self):
+        self.globals = projection.globals_to_json(projection.State())
+        self.boards: dict[int, bytes] = {}
+        self.routes: dict[tuple[int, str], bytes] = {}
+
+    def persist(self, state):
+        for version in state.touched_boards:
+            self.boards[version] = projection.board_to_json(state.boards[version])
+        for version, route in state.touched_routes:
+            self.routes[version, route] = projection.route_to_json(state.boards[version].routes[route])
+        state.touched_boards.clear()
+        state.touched_routes.clear()
+        self.globals = projection.globals_to_json(state)
+
+    def load(self):
+        routes = [(version, route, data) for (version, route), data in self.routes.items()]
+        return projection.state_from_json(self.globals, self.boards.values(), routes)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(events=logs, data=st.data())
+def test_live_with_duplicates_and_restarts_equals_rebuild(events, data):
+    rebuilt = projection.fold(events)
+    assert snapshot(projection.fold(events)) == snapshot(rebuilt), "two rebuilds differ"
+
+    store, live = Store(), projection.State()
+    for i, event in enumerate(events):
+        projection.apply(live, event)
+        if i and data.draw(st.booleans(), label="redeliver"):
+            earlier = events[data.draw(st.integers(0, i), label="which")]
+            projection.apply(live, earlier)  # a duplicate or a redelivery
+        store.persist(live)
+        if data.draw(st.integers(0, 9), label="restart") == 0:
+            live = store.load()
+    assert snapshot(live) == snapshot(rebuilt)
+    # a redelivery of anything already folded changes nothing
+    for event in events:
+        projection.apply(live, event)
+    assert snapshot(live) == snapshot(rebuilt)
+
+
+@settings(max_examples=300, deadline=None)
+@given(events=logs)
+def test_ranking_is_sorted_ties_by_position_and_only_counted_scores_rank(events):
+    state = projection.fold(events)
+    by_position = {e.global_position: e for e in events}
+    for board in state.boards.values():
+        view = views.board_view(state, board)
+        rows = list(view.ranked)
+        assert [r.rank for r in rows] == list(range(1, len(rows) + 1))
+        for above, below in zip(rows, rows[1:], strict=False):
+            tie_to_earlier = above.score == below.score and above.global_position < below.global_position
+            assert above.score > below.score or tie_to_earlier
+        for row in rows:
+            assert math.isfinite(row.score)
+            placing = by_position[row.global_position]
+            assert row.source in (VERIFIED, REPORTED_BY_MAINTAINER)
+            if row.source == VERIFIED:
+                assert placing.HasField("check_completed") and placing.check_completed.passed, "a failed check ranked"
+            else:
+                assert placing.HasField("metrics_reported") and placing.metrics_reported.by_maintainer
+        for row in view.listed_beside:
+            assert row.rank == 0
+            if row.source == FAILED_CHECK:
+                assert not by_position[row.global_position].check_completed.passed
+                assert row.reason
+
+
+@settings(max_examples=300, deadline=None)
+@given(events=logs)
+def test_a_routes_verified_entry_is_its_best_counted_check_earliest_on_ties(events):
+    """An oracle written apart from the fold: per board and route, the best accepted passing finite score."""
+    accepted: dict[int, tuple[int, ...]] = {}
+    in_force = 0
+    best: dict[tuple[int, str], tuple[float, int]] = {}
+    for event in events:
+        if event.HasField("rules_approved"):
+            v = event.rules_approved.benchmark_version
+            in_force = max(in_force, v)
+            accepted[v] = projection.read_card(event.rules_approved.rules_json, "", 0)[0].verifier_versions
+        if event.HasField("check_completed"):
+            c = event.check_completed
+            v = c.benchmark_version or in_force
+            if not v or not c.passed or not math.isfinite(c.score):
+                continue
+            versions = accepted.get(v, ())
+            if versions and event.verifier_version not in versions:
+                continue
+            key = (v, c.route)
+            if key not in best or c.score > best[key][0]:
+                best[key] = (c.score, event.global_position)
+    state = projection.fold(events)
+    found = {
+        (v, route): (r.verified.score, r.verified.position)
+        for v, board in state.boards.items()
+        for route, r in board.routes.items()
+        if r.verified is not None
+    }
+    assert found == best

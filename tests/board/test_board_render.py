@@ -1,0 +1,51 @@
+"""``kb board`` prints the board the way the benchmark's page reads."""
+
+from kernelboard.v1 import events_pb2
+
+from services.board import projection, render, views
+
+from .board_events import check, envelope, report, rules
+
+
+def logged():
+    return [
+        envelope(1, rules(1, verifier_versions=[1])),
+        envelope(2, events_pb2.RouteStarted(route="fast", owner="alice", started_by="alice/a1"), actor="alice/a1"),
+        envelope(3, check("fast", 1, passed=True, score=2.345), verifier_version=1, actor="system:verifier"),
+        envelope(4, report("tiled", 1, score=3.1, by_maintainer=True, reporter="curator")),
+        envelope(5, report("naive", 1, score=9.0, by_maintainer=False, reporter="bob"), actor="bob"),
+        envelope(6, check("naive", 1, passed=False, score=0, reasons=["matmul: atol broken"]), verifier_version=1),
+        envelope(7, events_pb2.RouteAdopted(route="fast", benchmark_version=1, adopted=True, note="merged")),
+    ]
+
+
+def folded():
+    return projection.fold(logged())
+
+
+def test_the_board_reads_header_card_ranked_then_listed_beside():
+    state = folded()
+    text = render.render_board(views.board_view(state, state.boards[1]))
+    lines = text.splitlines()
+    assert lines[0] == "KernelBench operators, benchmark version 1 [active]"
+    assert "agents at work 1 of 1 in all · routes 3" in lines[1]
+    order = [text.index(s) for s in ("How results are judged", "Ranked", "Listed beside (unranked)")]
+    assert order == sorted(order)
+    assert "  verifier    version 1" in lines
+    assert "timing.statistic median" in text
+    ranked = text[text.index("Ranked") : text.index("Listed beside")].splitlines()
+    assert ranked[3].split() == ["1", "tiled", "3.100", "reported", "by", "maintainer", "sha-tiled"]
+    assert ranked[4].split() == ["2", "fast", "alice", "2.345", "verified", "sha-fast", "NVIDIA", "H200", "adopted"]
+    beside = text[text.index("Listed beside") :]
+    assert "reported by bob" in beside and "failed check" in beside and "matmul: atol broken" in beside
+
+
+def test_a_route_shows_its_place_and_history():
+    events = {e.global_position: e for e in logged()}
+    text = render.render_route(views.route_view(folded(), "fast", events=events))
+    assert text.startswith("route fast (owner alice, started")
+    assert "board 1: 1 checks, 1 passed, 0 reports · adopted" in text
+    assert "#2      2.345 verified" in text
+    history = text.splitlines()[-2:]
+    assert history[0].split()[:5] == ["3", "2026-05-28", "20:26", "UTC", "check"]
+    assert history[1].split()[-3:] == ["adopted", "counted", "merged"]

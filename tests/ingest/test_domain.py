@@ -1,0 +1,182 @@
+"""The ingest rules as pure functions: refs, roles, bundle headers, route paths, metrics, tokens."""
+
+import pytest
+from kernelboard.v1 import events_pb2
+
+from services.ingest import domain
+from services.ingest.domain import Actor, NewCommit, Refusal
+
+ALICE = Actor("alice", domain.PERSON, "alice", events_pb2.ROLE_MEMBER)
+ALICE_AGENT = Actor("alice/agent-1", domain.AGENT, "alice", events_pb2.ROLE_MEMBER)
+BOB_AGENT = Actor("bob/agent-1", domain.AGENT, "bob", events_pb2.ROLE_SIGNED_IN)
+CURATOR = Actor("curator", domain.PERSON, "curator", events_pb2.ROLE_MAINTAINER)
+SCHEDULER = Actor("system:scheduler", domain.SERVICE, "system:scheduler", events_pb2.ROLE_SIGNED_IN)
+SHA_A, SHA_B = "a" * 40, "b" * 40
+
+
+def refused(fn, *args, code=None, reason=None, match=None):
+    with pytest.raises(Refusal) as info:
+        fn(*args)
+    if code:
+        assert info.value.code == code
+    if reason:
+        assert info.value.reason == reason
+    if match:
+        assert match in info.value.message, info.value.message
+    return info.value
+
+
+@pytest.mark.parametrize("name", ["triton", "a1", "fast-kernels", "x" * 40])
+def test_valid_route_names(name):
+    assert domain.validate_route_name(name) == name
+
+
+@pytest.mark.parametrize("name", ["", "a", "Triton", "-x", "a_b", "x" * 41, "a/b", "ü1"])
+def test_invalid_route_names_are_refused_by_name(name):
+    refused(domain.validate_route_name, name, code="INVALID_ARGUMENT", reason="route_name", match=repr(name))
+
+
+def test_parse_ref_short_and_full_forms():
+    assert domain.parse_ref("main").ref == "refs/heads/main"
+    assert domain.parse_ref("checks").kind == events_pb2.COMMIT_KIND_TAG
+    route = domain.parse_ref("routes/fast")
+    assert (route.ref, route.route, route.stream) == ("refs/heads/routes/fast", "fast", "route:fast")
+    job = domain.parse_ref("refs/jobs/17")
+    assert (job.kind, job.job_id, job.stream) == (events_pb2.COMMIT_KIND_JOB, "17", "job:17")
+    pull = domain.parse_ref("refs/pull/3/head")
+    assert (pull.pull_number, pull.stream) == (3, "pull:3")
+    refused(domain.parse_ref, "refs/heads/feature", reason="ref", match="unknown ref")
+    refused(domain.parse_ref, "routes/Bad_Name", reason="route_name")
+    refused(domain.parse_ref, "refs/jobs/../x", reason="ref")
+
+
+def test_who_may_write_what():
+    main, tag = domain.parse_ref("main"), domain.parse_ref("checks")
+    route, job = domain.parse_ref("routes/fast"), domain.parse_ref("refs/jobs/9")
+    domain.check_write(CURATOR, main, None)
+    domain.check_write(CURATOR, tag, None)
+    for actor in (ALICE, ALICE_AGENT, BOB_AGENT, SCHEDULER):
+        refused(domain.check_write, actor, main, None, code="PERMISSION_DENIED", match="maintainer role needed")
+        refused(domain.check_write, actor, tag, None, code="PERMISSION_DENIED", match="tag checks")
+    domain.check_write(SCHEDULER, job, None)
+    for actor in (CURATOR, ALICE, BOB_AGENT):
+        refused(domain.check_write, actor, job, None, code="PERMISSION_DENIED", match="system:scheduler")
+    for actor in (ALICE, ALICE_AGENT, CURATOR):
+        domain.check_write(actor, route, "alice")
+    refused(domain.check_write, BOB_AGENT, route, "alice", code="PERMISSION_DENIED", match="belongs to alice")
+    refused(domain.check_write, ALICE, route, None, code="NOT_FOUND", reason="unknown_route")
+    refused(domain.check_write, CURATOR, domain.parse_ref("refs/pull/1/head"), None, code="PERMISSION_DENIED")
+
+
+def header(*lines: str, pack=b"PACK\x00\x00\x00\x02") -> bytes:
+    return ("# v2 git bundle\n" + "".join(line + "\n" for line in lines) + "\n").encode() + pack
+
+
+def test_bundle_header_is_parsed_and_must_name_the_one_ref():
+    target = domain.parse_ref("routes/fast")
+    parsed = domain.parse_bundle_header(header(f"-{SHA_A} base", f"{SHA_B} refs/heads/routes/fast"))
+    assert parsed.prerequisites == (SHA_A,)
+    assert domain.bundle_tip(parsed, target) == SHA_B
+    other = domain.parse_bundle_header(header(f"{SHA_B} refs/heads/routes/slow"))
+    refused(domain.bundle_tip, other, target, reason="wrong_ref", match="refs/heads/routes/slow")
+    two = domain.parse_bundle_header(header(f"{SHA_B} refs/heads/routes/fast", f"{SHA_A} refs/heads/main"))
+    refused(domain.bundle_tip, two, target, reason="wrong_ref", match="exactly one ref")
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"", b"hello", b"# v2 git bundle\n" + b"x" * 70000, header("nonsense"), header(f"{SHA_A} refs/x", pack=b"JUNK")],
+)
+def test_malformed_bundles_are_refused(data):
+    refused(domain.parse_bundle_header, data, code="INVALID_ARGUMENT", reason="malformed_bundle")
+
+
+def test_bundle_capabilities():
+    v3 = b"# v3 git bundle\n@object-format=sha1\n" + f"{SHA_B} refs/heads/main\n\n".encode() + b"PACK"
+    assert domain.parse_bundle_header(v3).refs == ((SHA_B, "refs/heads/main"),)
+    for capability in (b"@filter=blob:none", b"@object-format=sha256"):
+        data = b"# v3 git bundle\n" + capability + b"\n" + f"{SHA_B} refs/heads/main\n\n".encode() + b"PACK"
+        refused(domain.parse_bundle_header, data, reason="malformed_bundle")
+
+
+def test_size_limit():
+    domain.check_size(10, 10)
+    refused(domain.check_size, 11, 10, code="RESOURCE_EXHAUSTED", reason="too_large", match="11 bytes")
+    refused(domain.check_size, 0, 10, reason="malformed_bundle")
+
+
+def test_fast_forward_only():
+    target = domain.parse_ref("routes/fast")
+    domain.check_fast_forward(target, "", SHA_B, False)
+    domain.check_fast_forward(target, SHA_A, SHA_B, True)
+    domain.check_fast_forward(target, SHA_A, SHA_A, False)
+    refused(domain.check_fast_forward, target, SHA_A, SHA_B, False, code="FAILED_PRECONDITION", match="non-fast")
+
+
+def test_route_commits_touch_only_their_folder():
+    inside = NewCommit(SHA_A, (("routes/fast/matmul.py", "routes/fast/metrics.json"),))
+    domain.check_route_commits("fast", [inside])
+    sneaky = NewCommit(SHA_B, (("routes/fast/a.py", "scienceslack.json"),))
+    refused(domain.check_route_commits, "fast", [inside, sneaky], reason="path_outside_route", match="scienceslack")
+    # A merge that takes in main: outside changes against the route parent, none against main's.
+    merge = NewCommit(SHA_B, (("kernels/problems/new.py",), ("routes/fast/a.py",)))
+    domain.check_route_commits("fast", [merge])
+    refused(domain.check_route_commits, "fast", [NewCommit(SHA_A, (("routes/slow/x.py",),))], match="routes/slow")
+
+
+def test_route_folders_hold_regular_files_only():
+    domain.check_route_files("fast", [("100644", "routes/fast/a.py"), ("100755", "routes/fast/run.sh")])
+    refused(domain.check_route_files, "fast", [("120000", "routes/fast/a.py")], reason="not_a_file", match="symlink")
+    refused(domain.check_route_files, "fast", [("160000", "routes/fast/sub")], match="submodule")
+
+
+def test_metrics_validation():
+    good = domain.parse_metrics("routes/r/metrics.json", '{"score": 1.5, "cost": 20, "subtasks": [{"id": "x"}]}')
+    assert (good.score, good.cost, good.subtasks) == (1.5, 20.0, [{"id": "x"}])
+    for text, fragment in [
+        ("{", "not JSON"),
+        ("[]", "expected an object"),
+        ('{"cost": 1, "subtasks": []}', "score"),
+        ('{"score": "fast", "cost": 1, "subtasks": []}', "score"),
+        ('{"score": 1, "cost": -1, "subtasks": []}', "cost"),
+        ('{"score": 1, "cost": 1}', "subtasks"),
+        ('{"score": true, "cost": 1, "subtasks": []}', "score"),
+    ]:
+        refused(domain.parse_metrics, "routes/r/metrics.json", text, reason="malformed_metrics", match=fragment)
+
+
+def test_reported_routes():
+    route, main = domain.parse_ref("routes/rr"), domain.parse_ref("main")
+    paths = ["routes/rr/metrics.json", "routes/s/metrics.json", "routes/rr/x/metrics.json"]
+    assert domain.reported_routes(route, paths) == ["rr"]
+    assert domain.reported_routes(main, paths) == ["rr", "s"]
+
+
+def test_token_grants():
+    domain.check_token_grant(ALICE, "alice", domain.PERSON)
+    domain.check_token_grant(ALICE, "alice/agent-2", domain.AGENT)
+    domain.check_token_grant(CURATOR, "bob", domain.PERSON)
+    domain.check_token_grant(CURATOR, "system:scheduler", domain.SERVICE)
+    refused(domain.check_token_grant, ALICE, "bob/agent-1", domain.AGENT, code="PERMISSION_DENIED")
+    refused(domain.check_token_grant, ALICE, "bob", domain.PERSON, code="PERMISSION_DENIED")
+    refused(domain.check_token_grant, ALICE, "alice/agent-2", domain.AGENT, True, match="register a member")
+    domain.check_token_grant(CURATOR, "dave", domain.PERSON, True)
+    refused(domain.check_token_grant, ALICE_AGENT, "alice/agent-2", domain.AGENT, match="only people")
+    domain.check_token_revoke(ALICE, "alice/agent-1", "alice")
+    refused(domain.check_token_revoke, BOB_AGENT, "alice/agent-1", "alice", code="PERMISSION_DENIED")
+
+
+def test_roles():
+    assert domain.role_for("curator", domain.PERSON, ["curator"], False) == events_pb2.ROLE_MAINTAINER
+    assert domain.role_for("alice", domain.PERSON, ["curator"], True) == events_pb2.ROLE_MEMBER
+    assert domain.role_for("zed", domain.PERSON, ["curator"], False) == events_pb2.ROLE_SIGNED_IN
+    assert domain.role_for("alice/a", domain.AGENT, [], True) == events_pb2.ROLE_UNSPECIFIED
+    assert domain.role_for("system:x", domain.SERVICE, ["system:x"], False) == events_pb2.ROLE_SIGNED_IN
+
+
+def test_reviews_and_merges():
+    domain.check_review(events_pb2.REVIEW_VERDICT_APPROVE, "open", 1)
+    refused(domain.check_review, events_pb2.REVIEW_VERDICT_UNSPECIFIED, "open", 1, reason="verdict")
+    refused(domain.check_review, events_pb2.REVIEW_VERDICT_COMMENT, "merged", 1, code="FAILED_PRECONDITION")
+    domain.check_merge(CURATOR, "open", 1)
+    refused(domain.check_merge, ALICE, "open", 1, code="PERMISSION_DENIED", match="maintainer role needed")

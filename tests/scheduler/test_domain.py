@@ -1,0 +1,206 @@
+"""The scheduler's pure domain: directives and limits, sacct/squeue parsing, the job state machine, backoff."""
+
+import json
+from pathlib import Path
+
+import pytest
+from google.protobuf.timestamp_pb2 import Timestamp
+from hypothesis import given
+from hypothesis import strategies as st
+from kernelboard.v1 import events_pb2
+
+from services.scheduler import domain
+from services.scheduler.domain import DirectiveError
+
+RULES = json.loads((Path(__file__).resolve().parents[2] / "scienceslack.json").read_text())
+LIMITS = domain.partition_limits(RULES)
+
+
+def script(*directives: str, body: str = "echo hi\n") -> str:
+    return "#!/bin/bash\n" + "".join(f"#SBATCH {d}\n" for d in directives) + body
+
+
+def test_limits_come_from_the_rules():
+    main = LIMITS["main"]
+    assert (main.max_time_s, main.default_time_s, main.cpus, main.mem_mb, main.gpus) == (3600, 600, 4, 8192, 0)
+    assert main.default and main.def_mem_per_cpu_mb == 2048
+
+
+def test_defaults_apply_when_the_script_names_nothing():
+    resources = domain.check_script(script(), LIMITS)
+    assert (resources.partition, resources.cpus, resources.mem_mb, resources.time_limit_s, resources.gpus) == (
+        "main",
+        1,
+        2048,
+        600,
+        0,
+    )
+
+
+def test_directives_in_every_spelling():
+    resources = domain.check_script(script("-t 5", "-c2", "--mem=3G", "--partition=main"), LIMITS)
+    assert (resources.time_limit_s, resources.cpus, resources.mem_mb) == (300, 2, 3072)
+    resources = domain.check_script(
+        script("--time=0:30:00", "--ntasks=2", "--cpus-per-task 2", "--mem-per-cpu=1000"), LIMITS
+    )
+    assert (resources.time_limit_s, resources.cpus, resources.mem_mb) == (1800, 4, 4000)
+
+
+def test_reading_stops_at_the_first_command():
+    text = "#!/bin/bash\n#SBATCH --time=5\n# a comment\n\necho start\n#SBATCH --time=999\n"
+    assert domain.check_script(text, LIMITS).time_limit_s == 300
+
+
+@pytest.mark.parametrize(
+    "directive, named",
+    [
+        ("--time=61", "limits.partitions.main.max_time_s"),
+        ("--time=2:00:00", "limits.partitions.main.max_time_s"),
+        ("--cpus-per-task=5", "limits.partitions.main.cpus"),
+        ("--mem=9000", "limits.partitions.main.mem_mb"),
+        ("--mem=9G", "limits.partitions.main.mem_mb"),
+        ("--gres=gpu:1", "limits.partitions.main.gpus"),
+        ("--gpus=h200:2", "limits.partitions.main.gpus"),
+        ("--mem=0", "limits.partitions.main.mem_mb"),
+    ],
+)
+def test_over_limit_requests_name_the_limit(directive, named):
+    with pytest.raises(DirectiveError, match=named.replace(".", r"\.")):
+        domain.check_script(script(directive), LIMITS)
+
+
+@pytest.mark.parametrize(
+    "directive, message",
+    [
+        ("--partition=gpu", "no such partition"),
+        ("--time=soon", "not a Slurm time"),
+        ("--time=UNLIMITED", "unlimited"),
+        ("--mem=lots", "not a memory size"),
+        ("--nodes=2", "one node"),
+        ("-c 0", "at least 1"),
+        ("--gres=fpga:1", "generic resource"),
+    ],
+)
+def test_unreadable_directives_are_refused_clearly(directive, message):
+    with pytest.raises(DirectiveError, match=message):
+        domain.check_script(script(directive), LIMITS)
+
+
+def test_every_broken_limit_is_named_at_once():
+    with pytest.raises(DirectiveError) as err:
+        domain.check_script(script("--time=90", "-c 8", "--mem=16G"), LIMITS)
+    assert "max_time_s" in str(err.value) and ".cpus" in str(err.value) and "mem_mb" in str(err.value)
+
+
+@given(st.integers(min_value=0, max_value=9), st.integers(0, 23), st.integers(0, 59), st.integers(0, 59))
+def test_slurm_time_syntax(days, hours, minutes, seconds):
+    total = days * 86400 + hours * 3600 + minutes * 60 + seconds
+    assert domain.parse_slurm_time(f"{days}-{hours}:{minutes:02d}:{seconds:02d}") == total
+    assert domain.parse_slurm_time(f"{days * 24 + hours}:{minutes}:{seconds}") == total
+    assert domain.parse_slurm_time(str(minutes)) == minutes * 60
+    assert domain.parse_slurm_time(f"{minutes}:{seconds}") == minutes * 60 + seconds
+    assert domain.parse_slurm_time(f"{days}-{hours}") == days * 86400 + hours * 3600
+
+
+def test_route_refs():
+    assert domain.route_of_ref("refs/heads/routes/fast") == "fast"
+    assert domain.route_of_ref("routes/fast-2") == "fast-2"
+    for bad in ("refs/heads/main", "refs/jobs/3", "refs/heads/routes/", "refs/heads/routes/a/b"):
+        with pytest.raises(ValueError, match="not a route ref"):
+            domain.route_of_ref(bad)
+
+
+def test_sacct_lines():
+    text = "12|COMPLETED|0:0|3|6\n13|CANCELLED by 0|0:15|70|140\n14|FAILED|7:0|0|0\n15|RUNNING|0:0|5|5\n\n"
+    records = domain.parse_sacct(text)
+    assert records["12"] == domain.SacctRecord("12", "COMPLETED", 0, 0, 3.0, 6.0)
+    assert (records["13"].state, records["13"].signal) == ("CANCELLED", 15)
+    assert records["14"].exit_code == 7
+    assert records["15"].state == "RUNNING"
+    with pytest.raises(ValueError, match="expected 5"):
+        domain.parse_sacct("12|COMPLETED\n")
+
+
+def test_squeue_lines():
+    records = domain.parse_squeue("20|PENDING|JobHeldAdmin|kb-a|b\n21|RUNNING|None|kb-x-1\n")
+    assert records["20"].reason == "JobHeldAdmin" and records["21"].reason == ""
+    assert records["20"].name == "kb-a|b" and records["21"].name == "kb-x-1"
+    with pytest.raises(ValueError, match="expected 4"):
+        domain.parse_squeue("20|PENDING\n")
+
+
+def envelope(version: int, **payload) -> events_pb2.Event:
+    event = events_pb2.Event(stream="job:1", stream_version=version, occurred_at=Timestamp(seconds=1000))
+    ((name, message),) = payload.items()
+    getattr(event, name).CopyFrom(message)
+    return event
+
+
+def submitted_view(held: bool = False) -> domain.JobView:
+    events = [
+        envelope(1, job_submitted=events_pb2.JobSubmitted(job_id="1", route="r", owner="alice", held=held)),
+    ]
+    if held:
+        events.append(envelope(2, job_held=events_pb2.JobHeld(job_id="1", reason="JobHeldAdmin")))
+    return domain.fold_stream("1", events)
+
+
+def test_fold_follows_the_stream():
+    view = submitted_view(held=True)
+    assert (view.version, view.held, view.reason, view.submitted_at) == (2, True, "JobHeldAdmin", 1000)
+    view = domain.fold(view, envelope(3, job_released=events_pb2.JobReleased(job_id="1", released_by="curator")))
+    assert not view.held and view.released_by == "curator"
+    view = domain.fold(
+        view, envelope(4, job_finished=events_pb2.JobFinished(job_id="1", state="TIMEOUT", elapsed_s=72))
+    )
+    assert view.finished and view.needs_result and view.state == "TIMEOUT"
+    view = domain.fold(view, envelope(5, job_result_committed=events_pb2.JobResultCommitted(job_id="1", sha="abc")))
+    assert not view.needs_result and view.version == 5
+
+
+@pytest.mark.parametrize("state", sorted(domain.FINISHED_STATES))
+def test_every_end_state_finishes_the_job(state):
+    record = domain.SacctRecord("1", state, 1, 9, 10.0, 20.0)
+    finished = domain.observe(submitted_view(), record, None)
+    assert isinstance(finished, events_pb2.JobFinished)
+    assert (finished.state, finished.exit_code, finished.signal, finished.cpu_seconds) == (state, 1, 9, 20.0)
+
+
+def test_an_unknown_job_is_never_done():
+    assert domain.observe(submitted_view(), None, None) is None
+    # squeue may drop a finished job before accounting has it: wait for sacct rather than guess.
+    assert domain.observe(submitted_view(), None, domain.QueueRecord("1", "COMPLETED", "")) is None
+
+
+def test_state_changes_are_reported_once():
+    view = submitted_view(held=True)
+    queue = domain.QueueRecord("1", "PENDING", "JobHeldAdmin")
+    assert domain.observe(view, domain.SacctRecord("1", "PENDING", 0, 0, 0, 0), queue) is None
+    running = domain.observe(
+        view, domain.SacctRecord("1", "RUNNING", 0, 0, 1, 1), domain.QueueRecord("1", "RUNNING", "")
+    )
+    assert (running.state, running.reason) == ("RUNNING", "")
+    view = domain.fold(view, envelope(3, job_state_changed=running))
+    assert domain.observe(view, domain.SacctRecord("1", "RUNNING", 0, 0, 2, 2), None) is None
+
+
+def test_a_finished_job_takes_no_more_events():
+    view = domain.fold(
+        submitted_view(), envelope(2, job_finished=events_pb2.JobFinished(job_id="1", state="COMPLETED"))
+    )
+    assert domain.observe(view, domain.SacctRecord("1", "COMPLETED", 0, 0, 1, 1), None) is None
+
+
+def test_backoff_doubles_to_a_cap():
+    assert [domain.poll_delay(n) for n in range(7)] == [1, 2, 4, 8, 16, 30, 30]
+
+
+def test_slurm_refusals_are_told_from_an_unreachable_cluster():
+    from services.scheduler.slurm import is_refusal
+
+    assert is_refusal("sbatch: error: Batch job submission failed: More processors requested than permitted")
+    assert is_refusal("scontrol: error: Access/permission denied for job 12")
+    assert not is_refusal(
+        "sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)"
+    )
+    assert not is_refusal("sacct: error: Problem talking to the database: Unable to connect to database")

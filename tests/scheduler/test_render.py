@@ -1,0 +1,56 @@
+"""The local cluster's slurm.conf is rendered from scienceslack.json's partition limits."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+spec = importlib.util.spec_from_file_location("slurm_render", ROOT / "deploy/local/slurm/render.py")
+render = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(render)
+
+VALUES = {
+    "state_dir": "/state",
+    "node_cpus": 2,
+    "node_mem_mb": 20000,
+    "db_host": "127.0.0.1",
+    "db_port": "3306",
+    "db_user": "u",
+    "db_password": "secret",
+    "db_name": "acct",
+    "ctld_port": 6817,
+    "slurmd_port": 6818,
+    "dbd_port": 6819,
+}
+
+
+def rules() -> dict:
+    return json.loads((ROOT / "scienceslack.json").read_text())
+
+
+def test_partition_main_carries_the_rules_limits():
+    slurm_conf, slurmdbd_conf = render.render(rules(), VALUES)
+    partition = next(line for line in slurm_conf.splitlines() if line.startswith("PartitionName=main"))
+    fields = dict(field.split("=", 1) for field in partition.split())
+    assert fields["MaxTime"] == "60" and fields["DefaultTime"] == "10"
+    assert fields["MaxCPUsPerNode"] == "4" and fields["MaxMemPerNode"] == "8192" and fields["DefMemPerCPU"] == "2048"
+    assert "EnforcePartLimits=ALL" in slurm_conf
+    assert "NodeName=localhost NodeAddr=127.0.0.1 CPUs=2 RealMemory=20000" in slurm_conf
+    assert "StateSaveLocation=/state/ctld" in slurm_conf
+    assert "StoragePass=secret" in slurmdbd_conf and "StorageLoc=acct" in slurmdbd_conf
+
+
+def test_a_changed_limit_changes_the_config():
+    changed = rules()
+    changed["limits"]["partitions"]["main"]["max_time_s"] = 90
+    slurm_conf, _ = render.render(changed, VALUES)
+    assert "MaxTime=1:30" in slurm_conf
+
+
+def test_gpu_partitions_are_refused_on_the_local_cluster():
+    changed = rules()
+    changed["limits"]["partitions"]["main"]["gpus"] = 1
+    with pytest.raises(ValueError, match="gpus must be 0"):
+        render.render(changed, VALUES)

@@ -1,0 +1,66 @@
+"""The Slurm adapter against the real cluster: submit, admin hold, release, cancel, one batched poll."""
+
+import asyncio
+import time
+
+import pytest
+
+from services.scheduler.slurm import Slurm, SlurmError
+
+pytestmark = pytest.mark.slurm
+
+
+async def wait_until(predicate, timeout_s: float, what: str):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if result := await predicate():
+            return result
+        await asyncio.sleep(0.5)
+    raise AssertionError(f"not within {timeout_s} s: {what}")
+
+
+async def test_submit_poll_hold_release_cancel(slurm_conf, tmp_path):
+    slurm = Slurm(slurm_conf)
+    (tmp_path / "ok.sh").write_text("#!/bin/bash\necho done > out.txt\nexit 3\n")
+    (tmp_path / "long.sh").write_text("#!/bin/bash\nsleep 120\n")
+    failing = await slurm.submit(str(tmp_path / "ok.sh"), str(tmp_path), job_name="kb-test", hold=False)
+    held = await slurm.submit(str(tmp_path / "long.sh"), str(tmp_path), job_name="kb-test", hold=True)
+
+    queue = await slurm.queue()
+    assert (queue[held].state, queue[held].reason) == ("PENDING", "JobHeldAdmin")
+
+    async def failed_in_accounting():
+        records = await slurm.accounting([failing, held])
+        return records.get(failing) if records.get(failing) and records[failing].state == "FAILED" else None
+
+    record = await wait_until(failed_in_accounting, 30, "the exit-3 job FAILED in sacct")
+    assert record.exit_code == 3
+    assert (tmp_path / "out.txt").read_text() == "done\n"
+
+    await slurm.release(held)
+
+    async def running():
+        return (await slurm.queue()).get(held, None) and (await slurm.queue())[held].state == "RUNNING"
+
+    await wait_until(running, 30, "the released job runs")
+    await slurm.cancel(held)
+
+    async def cancelled():
+        record = (await slurm.accounting([held])).get(held)
+        return record if record and record.state == "CANCELLED" else None
+
+    assert (await wait_until(cancelled, 30, "the cancelled job CANCELLED in sacct")).state == "CANCELLED"
+
+
+async def test_slurm_refuses_what_no_node_can_hold(slurm_conf, tmp_path):
+    (tmp_path / "big.sh").write_text("#!/bin/bash\n#SBATCH --cpus-per-task=64\ntrue\n")
+    with pytest.raises(SlurmError) as err:
+        await Slurm(slurm_conf).submit(str(tmp_path / "big.sh"), str(tmp_path), job_name="kb-test", hold=False)
+    assert err.value.refused and "processors" in str(err.value)
+
+
+async def test_an_unreachable_cluster_is_an_error_not_an_answer(tmp_path):
+    (tmp_path / "slurm.conf").write_text("ClusterName=none\nSlurmctldHost=localhost(127.0.0.1)\nSlurmctldPort=1\n")
+    slurm = Slurm(str(tmp_path / "slurm.conf"), timeout_s=15)
+    with pytest.raises(SlurmError):
+        await slurm.accounting(["1"])
