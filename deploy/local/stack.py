@@ -1,0 +1,921 @@
+#!/usr/bin/env python3
+"""The local stack: ``make up`` (a fresh Debian machine to a running stack with the bundled route scored),
+``make down`` and ``status``.
+
+Standard library only: this script creates the virtualenv, so it cannot need one. What must speak gRPC or PostgreSQL
+(health checks, the database, the event log) runs in ``deploy/local/probes.py`` under the venv's Python.
+
+Every step says what it did (reused, started, already running, skipped) and every wait has a deadline; a failure names
+what failed and shows the tail of its log. Only what this script started is ever stopped, by the pid it recorded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import glob
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+
+# The fixed contracts (ports, default URLs) come from the project's settings, which need only the standard library.
+sys.path.insert(0, str(REPO))
+from services.common.config import DEFAULT_DATABASE_URL, DEFAULT_NATS_URL, GRPC_PORTS, METRICS_PORTS  # noqa: E402
+
+SERVICES = tuple(GRPC_PORTS)
+NATS_MONITOR_PORT = 8222
+BUNDLED_ROUTE = "triton"
+
+
+class StackError(Exception):
+    """A step failed; the message says what, and where its log is."""
+
+
+def say(message: str) -> None:
+    print(message, flush=True)
+
+
+# --- where things live -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Layout:
+    repo: Path
+    home: Path  # KB_HOME: the state directory
+
+    @property
+    def run_dir(self) -> Path:
+        return self.home / "run"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.home / "logs"
+
+    @property
+    def venv(self) -> Path:
+        return self.repo / ".venv"
+
+    @property
+    def python(self) -> Path:
+        return self.venv / "bin" / "python"
+
+    def pid_file(self, name: str) -> Path:
+        return self.run_dir / f"{name}.pid"
+
+    def log_file(self, name: str) -> Path:
+        return self.log_dir / f"{name}.log"
+
+
+def layout_from_env(environ=os.environ) -> Layout:
+    return Layout(repo=REPO, home=Path(environ.get("KB_HOME") or REPO / ".state").resolve())
+
+
+# --- processes we started: pid files -------------------------------------------------------------------------------
+
+
+def read_pid(path: Path) -> int | None:
+    try:
+        return int(path.read_text().split()[0])
+    except (FileNotFoundError, ValueError, IndexError):
+        return None
+
+
+def process_matches(pid: int, marker: str) -> bool:
+    """Whether ``pid`` is a live (not zombie) process whose command line contains ``marker``.
+
+    The marker guards against a recycled pid: a pid file left from an earlier boot may name an unrelated process now.
+    """
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return False
+    state = stat.rsplit(")", 1)[1].split()[0]
+    return state not in ("Z", "X") and marker in cmdline
+
+
+def running_pid(layout: Layout, name: str, marker: str) -> int | None:
+    """The pid of our running ``name``, or None; a stale pid file (dead or recycled pid) is removed."""
+    path = layout.pid_file(name)
+    pid = read_pid(path)
+    if pid is None:
+        return None
+    if process_matches(pid, marker):
+        return pid
+    path.unlink(missing_ok=True)
+    return None
+
+
+def start_process(
+    layout: Layout, name: str, argv: Sequence[str], marker: str, env: dict[str, str], cwd: Path | None = None
+) -> tuple[int, bool]:
+    """Start ``argv`` in the background (own session, output to logs/<name>.log) unless ours already runs.
+
+    Returns (pid, started): started is False when a running process was found and left alone.
+    """
+    pid = running_pid(layout, name, marker)
+    if pid is not None:
+        return pid, False
+    layout.run_dir.mkdir(parents=True, exist_ok=True)
+    layout.log_dir.mkdir(parents=True, exist_ok=True)
+    with open(layout.log_file(name), "ab") as log:
+        log.write(f"\n--- {time.strftime('%Y-%m-%dT%H:%M:%S')} starting: {' '.join(argv)}\n".encode())
+        log.flush()
+        proc = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=str(cwd or layout.repo),
+            env=env,
+            start_new_session=True,
+        )
+    layout.pid_file(name).write_text(f"{proc.pid}\n")
+    return proc.pid, True
+
+
+def stop_process(layout: Layout, name: str, marker: str, timeout_s: float = 15.0) -> str:
+    """Stop our ``name`` by its recorded pid: SIGTERM (its own graceful shutdown), then after ``timeout_s`` SIGKILL to
+    its whole process group (start_process made it a group leader), so that nothing it started is left behind."""
+    pid = running_pid(layout, name, marker)
+    if pid is None:
+        layout.pid_file(name).unlink(missing_ok=True)
+        return "not running"
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    if wait_gone(pid, marker, timeout_s):
+        layout.pid_file(name).unlink(missing_ok=True)
+        return f"stopped (pid {pid})"
+    with contextlib.suppress(ProcessLookupError):
+        if os.getpgid(pid) == pid:
+            os.killpg(pid, signal.SIGKILL)
+        else:
+            os.kill(pid, signal.SIGKILL)
+    if not wait_gone(pid, marker, 5.0):
+        raise StackError(f"{name} (pid {pid}) survived SIGKILL; log {layout.log_file(name)}")
+    layout.pid_file(name).unlink(missing_ok=True)
+    return f"killed (pid {pid} ignored SIGTERM for {timeout_s:.0f} s)"
+
+
+def wait_gone(pid: int, marker: str, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while process_matches(pid, marker):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def log_tail(path: Path, lines: int = 25) -> str:
+    try:
+        text = path.read_text(errors="replace").splitlines()
+    except FileNotFoundError:
+        return f"(no log at {path})"
+    return "\n".join("    " + line for line in text[-lines:])
+
+
+# --- probes that need no venv --------------------------------------------------------------------------------------
+
+
+def host_port(url: str, default_port: int) -> tuple[str, int]:
+    parsed = urllib.parse.urlsplit(url)
+    return parsed.hostname or "127.0.0.1", parsed.port or default_port
+
+
+def tcp_answers(host: str, port: int, timeout_s: float = 1.0) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
+def nats_info(host: str, port: int, timeout_s: float = 2.0) -> dict | None:
+    """The INFO a NATS server sends on connect, or None when nothing (or not NATS) answers."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s) as conn:
+            conn.settimeout(timeout_s)
+            data = b""
+            while b"\r\n" not in data and len(data) < 65536:
+                chunk = conn.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+    except OSError:
+        return None
+    line = data.split(b"\r\n", 1)[0]
+    if not line.startswith(b"INFO "):
+        return None
+    try:
+        return json.loads(line[5:])
+    except ValueError:
+        return None
+
+
+def wait_until(check: Callable[[], bool], deadline_s: float, what: str, interval_s: float = 0.2) -> float:
+    """Poll ``check`` until it holds; return the seconds waited. Past the deadline, raise StackError naming ``what``."""
+    start = time.monotonic()
+    while True:
+        if check():
+            return time.monotonic() - start
+        if time.monotonic() - start > deadline_s:
+            raise StackError(f"{what}: not ready after {deadline_s:.0f} s")
+        time.sleep(interval_s)
+
+
+def run(
+    argv: Sequence[str], what: str, timeout_s: float, env: dict[str, str] | None = None, log: Path | None = None
+) -> subprocess.CompletedProcess:
+    """Run a command to completion within ``timeout_s``; on failure raise StackError with its output's tail.
+
+    With ``log`` the output (stdout and stderr together) goes to that file as it comes, so a long step can be
+    followed with ``tail -f``, and is returned as ``stdout``; without, it is captured.
+    """
+    command = " ".join(argv)
+    try:
+        if log is None:
+            done = subprocess.run(
+                list(argv),
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=timeout_s,
+                env=env,
+                cwd=REPO,
+            )
+            output = done.stdout + done.stderr
+        else:
+            log.parent.mkdir(parents=True, exist_ok=True)
+            with open(log, "a") as out:
+                out.write(f"\n--- {time.strftime('%Y-%m-%dT%H:%M:%S')} {command}\n")
+                out.flush()
+                start = out.tell()
+                done = subprocess.run(
+                    list(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, timeout=timeout_s,
+                    env=env, cwd=REPO,
+                )  # fmt: skip
+            with open(log, errors="replace") as written:
+                written.seek(start)
+                output = written.read()
+            done = subprocess.CompletedProcess(argv, done.returncode, stdout=output, stderr="")
+    except subprocess.TimeoutExpired as err:
+        where = f"; log {log}" if log else ""
+        raise StackError(f"{what}: still running after {timeout_s:.0f} s ({command}){where}") from err
+    except FileNotFoundError as err:
+        raise StackError(f"{what}: {argv[0]} not found") from err
+    if done.returncode != 0:
+        tail = "\n".join("    " + line for line in output.strip().splitlines()[-25:])
+        where = f"\n  full log: {log}" if log else ""
+        raise StackError(f"{what} failed (exit {done.returncode}): {command}\n{tail}{where}")
+    return done
+
+
+# --- the steps of `up` ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Context:
+    layout: Layout
+    database_url: str
+    nats_url: str
+    slurm_conf: str | None = None
+
+    def service_env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(
+            KB_DATABASE_URL=self.database_url,
+            KB_NATS_URL=self.nats_url,
+            KB_HOME=str(self.layout.home),
+            PYTHONUNBUFFERED="1",
+        )
+        if self.slurm_conf:
+            env["SLURM_CONF"] = self.slurm_conf
+        env.pop("VIRTUAL_ENV", None)
+        env["PATH"] = f"{self.layout.venv / 'bin'}:{env.get('PATH', '/usr/bin:/bin')}"
+        return env
+
+
+def find_postgres_bin(tool: str) -> str | None:
+    """Debian keeps initdb/pg_ctl under /usr/lib/postgresql/<version>/bin, off the PATH."""
+    found = shutil.which(tool)
+    if found:
+        return found
+    candidates = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{tool}"), key=lambda p: int(Path(p).parts[-3]))
+    return candidates[-1] if candidates else None
+
+
+def missing_packages(ctx: Context) -> list[str]:
+    """The Debian packages this machine lacks for what `up` must do here (services already answering need none)."""
+    packages = []
+    if not shutil.which("git"):
+        packages.append("git")
+    if not ctx.layout.python.exists():
+        probe = subprocess.run([sys.executable, "-c", "import ensurepip, venv"], capture_output=True)
+        if probe.returncode != 0:
+            packages.append(f"python3.{sys.version_info.minor}-venv")
+    if not shutil.which("gcc"):  # for any dependency that has to build from source
+        packages += ["gcc", "python3-dev"]
+    pg_host, pg_port = host_port(ctx.database_url, 5432)
+    if not tcp_answers(pg_host, pg_port) and not (find_postgres_bin("initdb") and find_postgres_bin("pg_ctl")):
+        packages.append("postgresql")
+    nats_host, nats_port = host_port(ctx.nats_url, 4222)
+    if nats_info(nats_host, nats_port) is None and not shutil.which("nats-server"):
+        packages.append("nats-server")
+    return packages
+
+
+def step_packages(ctx: Context) -> str:
+    packages = missing_packages(ctx)
+    if not packages:
+        return "nothing missing"
+    if os.geteuid() != 0:
+        raise StackError(f"these Debian packages are missing and installing them needs root: {' '.join(packages)}")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    log = ctx.layout.log_file("apt")
+    say(f"    installing {' '.join(packages)} (tail -f {log})")
+    run(["apt-get", "update"], "apt-get update", 600, env=env, log=log)
+    with services_not_autostarted():
+        run(
+            ["apt-get", "install", "-y", "--no-install-recommends", *packages],
+            "apt-get install",
+            1200,
+            env=env,
+            log=log,
+        )
+    return f"installed {' '.join(packages)} (log {log})"
+
+
+POLICY_RC_D = Path("/usr/sbin/policy-rc.d")
+
+
+@contextlib.contextmanager
+def services_not_autostarted():
+    """Keep apt from starting what it installs (Debian's policy-rc.d, exit 101 = action forbidden).
+
+    A freshly installed postgresql would otherwise start Debian's own cluster on 5432, which refuses root over TCP
+    without a password; the stack starts PostgreSQL and NATS itself, from deploy/local. An existing policy is kept.
+    """
+    if POLICY_RC_D.exists():
+        yield
+        return
+    POLICY_RC_D.write_text(
+        "#!/bin/sh\n# kernelboard deploy/local/stack.py: no service starts during apt-get install\nexit 101\n"
+    )
+    POLICY_RC_D.chmod(0o755)
+    try:
+        yield
+    finally:
+        POLICY_RC_D.unlink(missing_ok=True)
+
+
+def requirements_stamp(layout: Layout) -> str:
+    digest = hashlib.sha256()
+    for name in ("requirements.txt", "pyproject.toml"):
+        digest.update((layout.repo / name).read_bytes())
+    return digest.hexdigest()
+
+
+def step_venv(ctx: Context) -> str:
+    layout = ctx.layout
+    stamp_file = layout.venv / ".kb-requirements"
+    stamp = requirements_stamp(layout)
+    if layout.python.exists() and stamp_file.exists() and stamp_file.read_text().strip() == stamp:
+        return f"up to date ({layout.venv})"
+    log = layout.log_file("venv")
+    done = []
+    if not layout.python.exists():
+        run([sys.executable, "-m", "venv", str(layout.venv)], "creating the venv", 300, log=log)
+        done.append("created")
+    pip = [str(layout.python), "-m", "pip", "--disable-pip-version-check"]
+    say(f"    installing requirements.txt into {layout.venv}: minutes on a fresh machine (tail -f {log})")
+    # torch==2.13.0 (pinned) comes from this machine's disk as a CPU build; pip finds it through its own config.
+    run(
+        [*pip, "install", "-r", str(layout.repo / "requirements.txt")], "pip install -r requirements.txt", 1800, log=log
+    )
+    run([*pip, "install", "--no-deps", "-e", str(layout.repo)], "pip install -e .", 600, log=log)
+    stamp_file.write_text(stamp + "\n")
+    done.append("requirements installed")
+    return f"{', '.join(done)} ({layout.venv}; log {log})"
+
+
+def step_slurm(ctx: Context) -> str:
+    """deploy/local/slurm/up.sh (the scheduler's) installs and starts munge, MariaDB, slurmdbd, slurmctld, slurmd."""
+    script = ctx.layout.repo / "deploy" / "local" / "slurm" / "up.sh"
+    ctx.slurm_conf = os.environ.get("SLURM_CONF") or None
+    if ctx.slurm_conf and slurm_answers(ctx.slurm_conf):
+        # One Slurm cluster per machine: its daemons' ports are fixed, so a second up.sh could not start another.
+        return f"reusing the cluster of SLURM_CONF={ctx.slurm_conf}"
+    if not script.exists():
+        return "skipped: deploy/local/slurm/up.sh is not in this checkout"
+    env = dict(os.environ, KB_HOME=str(ctx.layout.home))
+    say(f"    deploy/local/slurm/up.sh (tail -f {ctx.layout.log_file('slurm')})")
+    done = run(
+        ["bash", str(script)], "Slurm (deploy/local/slurm/up.sh)", 900, env=env, log=ctx.layout.log_file("slurm")
+    )
+    ctx.slurm_conf = slurm_conf_from(done.stdout, ctx.layout) or ctx.slurm_conf
+    return f"up (SLURM_CONF={ctx.slurm_conf or 'default /etc/slurm/slurm.conf'})"
+
+
+def slurm_answers(slurm_conf: str) -> bool:
+    """Whether the controller of ``slurm_conf`` answers and its node can take jobs."""
+    try:
+        done = subprocess.run(
+            ["sinfo", "-h", "-o", "%T"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            env=dict(os.environ, SLURM_CONF=slurm_conf),
+        )
+    except (FileNotFoundError, subprocess.TimeoutExpired):
+        return False
+    states = done.stdout.split()
+    return done.returncode == 0 and any(state in ("idle", "mixed", "allocated", "completing") for state in states)
+
+
+def slurm_conf_from(output: str, layout: Layout) -> str | None:
+    """The slurm.conf up.sh made: its ``export SLURM_CONF=<path>`` line, else $KB_HOME/slurm/etc/slurm.conf."""
+    for line in reversed(output.splitlines()):
+        line = line.strip().removeprefix("export ").strip()
+        if line.startswith("SLURM_CONF="):
+            return line.split("=", 1)[1].strip()
+    conventional = layout.home / "slurm" / "etc" / "slurm.conf"
+    return str(conventional) if conventional.exists() else None
+
+
+def postgres_data_dir(layout: Layout) -> Path:
+    """Where a new throwaway cluster goes: under KB_HOME when user postgres can reach it, else under /var/tmp."""
+    layout.home.mkdir(parents=True, exist_ok=True)
+    probe = subprocess.run(["runuser", "-u", "postgres", "--", "test", "-x", str(layout.home)], capture_output=True)
+    if probe.returncode == 0:
+        return layout.home / "postgres"
+    tag = hashlib.sha256(str(layout.home).encode()).hexdigest()[:12]
+    return Path("/var/tmp") / f"kernelboard-{tag}" / "postgres"
+
+
+def our_postgres(layout: Layout) -> tuple[int, Path] | None:
+    """The cluster `up` started, from run/postgres.pid (the postmaster's pid, then its directory), if it still runs."""
+    try:
+        recorded = Path(layout.pid_file("postgres").read_text().split()[1])
+    except (FileNotFoundError, IndexError):
+        layout.pid_file("postgres").unlink(missing_ok=True)
+        return None
+    pid = running_pid(layout, "postgres", str(recorded / "data"))
+    return (pid, recorded) if pid is not None else None
+
+
+def step_postgres(ctx: Context) -> str:
+    host, port = host_port(ctx.database_url, 5432)
+    ours = our_postgres(ctx.layout)
+    if ours is not None:
+        return f"already running (ours, pid {ours[0]}, {ours[1]})"
+    if tcp_answers(host, port):
+        return f"reusing the server on {host}:{port}"
+    if host not in ("127.0.0.1", "localhost"):
+        raise StackError(f"PostgreSQL at {host}:{port} does not answer, and the stack only starts one on localhost")
+    initdb, pg_ctl = find_postgres_bin("initdb"), find_postgres_bin("pg_ctl")
+    if not (initdb and pg_ctl):
+        raise StackError("PostgreSQL does not answer and initdb/pg_ctl are not installed (apt-get install postgresql)")
+    user = urllib.parse.urlsplit(ctx.database_url).username or "root"
+    as_postgres = ["runuser", "-u", "postgres", "--"]
+    cluster = postgres_data_dir(ctx.layout)
+    data = str(cluster / "data")
+    # pg_ctl writes its log as user postgres, so it lives in the cluster's own directory.
+    log = cluster / "server.log"
+    cluster.mkdir(parents=True, exist_ok=True)
+    shutil.chown(cluster, "postgres", "postgres")
+    if not (cluster / "data" / "PG_VERSION").exists():
+        run([*as_postgres, initdb, "-D", data, "-U", user, "--auth=trust", "-E", "UTF8"], "initdb", 120)
+    options = f"-p {port} -k {cluster} -c listen_addresses=127.0.0.1"
+    run(
+        [*as_postgres, pg_ctl, "-D", data, "-w", "-t", "60", "-l", str(log), "-o", options, "start"],
+        f"starting PostgreSQL (log {log})",
+        90,
+    )
+    pid = read_pid(cluster / "data" / "postmaster.pid")
+    if pid is None:
+        raise StackError(f"PostgreSQL started but wrote no postmaster.pid; log {log}")
+    ctx.layout.run_dir.mkdir(parents=True, exist_ok=True)
+    ctx.layout.pid_file("postgres").write_text(f"{pid}\n{cluster}\n")
+    wait_until(lambda: tcp_answers(host, port), 30, f"PostgreSQL on {host}:{port} (log {log})")
+    return f"started a throwaway cluster in {cluster} on {host}:{port} (pid {pid})"
+
+
+def nats_command(conf: Path, port: int | None = None, monitor_port: int | None = None) -> list[str]:
+    argv = [shutil.which("nats-server") or "nats-server", "-c", str(conf)]
+    if port is not None:
+        argv += ["-p", str(port)]
+    if monitor_port is not None:
+        argv += ["-m", str(monitor_port)]
+    return argv
+
+
+def nats_healthy(monitor_port: int) -> bool:
+    url = f"http://127.0.0.1:{monitor_port}/healthz?js-enabled-only=true"
+    try:
+        with urllib.request.urlopen(url, timeout=1) as reply:
+            return reply.status == 200
+    except OSError:
+        return False
+
+
+def start_nats(layout: Layout, port: int, monitor_port: int, deadline_s: float = 30) -> tuple[int, bool]:
+    """Start nats-server from deploy/local/nats.conf (JetStream store under KB_HOME) and wait for /healthz."""
+    conf = layout.repo / "deploy" / "local" / "nats.conf"
+    store = layout.home / "nats"
+    store.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, KB_NATS_STORE_DIR=str(store))
+    argv = nats_command(
+        conf, None if port == 4222 else port, None if monitor_port == NATS_MONITOR_PORT else monitor_port
+    )
+    pid, started = start_process(layout, "nats", argv, str(conf), env)
+
+    log = layout.log_file("nats")
+
+    def healthy() -> bool:
+        # Our process must be alive and our client port must speak JetStream: a monitor port answering alone could be
+        # another server's.
+        if not process_matches(pid, str(conf)):
+            raise StackError(f"nats-server exited at start; log {log}:\n{log_tail(log)}")
+        info = nats_info("127.0.0.1", port, timeout_s=0.5)
+        return bool(info and info.get("jetstream")) and nats_healthy(monitor_port)
+
+    wait_until(healthy, deadline_s, f"nats-server on 127.0.0.1:{port}, health on :{monitor_port} (log {log})")
+    return pid, started
+
+
+def step_nats(ctx: Context) -> str:
+    host, port = host_port(ctx.nats_url, 4222)
+    conf = ctx.layout.repo / "deploy" / "local" / "nats.conf"
+    pid = running_pid(ctx.layout, "nats", str(conf))
+    if pid is not None:
+        return f"already running (ours, pid {pid})"
+    info = nats_info(host, port)
+    if info is not None:
+        if not info.get("jetstream"):
+            raise StackError(f"the NATS server on {host}:{port} runs without JetStream; restart it with -js")
+        return f"reusing the server on {host}:{port} (nats-server {info.get('version', '?')}, JetStream on)"
+    if tcp_answers(host, port):
+        raise StackError(f"something on {host}:{port} answers but it is not NATS")
+    if host not in ("127.0.0.1", "localhost"):
+        raise StackError(f"NATS at {host}:{port} does not answer, and the stack only starts one on localhost")
+    pid, _ = start_nats(ctx.layout, port, NATS_MONITOR_PORT)
+    return f"started nats-server (pid {pid}, JetStream store {ctx.layout.home / 'nats'})"
+
+
+def probe(ctx: Context, args: Sequence[str], what: str, timeout_s: float) -> subprocess.CompletedProcess:
+    """Run deploy/local/probes.py (gRPC, PostgreSQL, the event log) under the venv's Python."""
+    argv = [str(ctx.layout.python), str(HERE / "probes.py"), *args]
+    return run(argv, what, timeout_s, env=ctx.service_env())
+
+
+def step_database(ctx: Context) -> str:
+    done = probe(ctx, ["ensure-db", ctx.database_url], "creating the database", 60)
+    return done.stdout.strip()
+
+
+def module_exists(layout: Layout, module: str) -> bool:
+    return (layout.repo / (module.replace(".", "/") + ".py")).exists()
+
+
+def step_migrate(ctx: Context) -> str:
+    kb = str(ctx.layout.venv / "bin" / "kb")
+    done = run([kb, "admin", "migrate"], "kb admin migrate", 120, env=ctx.service_env())
+    return f"applied (kb admin migrate{': ' + done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ''})"
+
+
+def step_seed(ctx: Context) -> str:
+    if not module_exists(ctx.layout, "services.ingest.seed"):
+        return "skipped: services/ingest/seed.py is not in this checkout"
+    log = ctx.layout.log_file("seed")
+    run(
+        [str(ctx.layout.python), "-m", "services.ingest.seed"],
+        "seeding (python -m services.ingest.seed)",
+        300,
+        env=ctx.service_env(),
+        log=log,
+    )
+    return f"done (log {log})"
+
+
+def component_modules() -> dict[str, str]:
+    """The long-running processes of the stack and the module each runs, in start order."""
+    return {"relay": "services.common.relay", **{name: f"services.{name}.server" for name in SERVICES}}
+
+
+def step_processes(ctx: Context, health_deadline_s: float) -> tuple[str, list[str]]:
+    """Start the relay and the four services that are not running, then wait for every gRPC health check."""
+    started, kept, missing, targets = [], [], [], []
+    env = ctx.service_env()
+    for name, module in component_modules().items():
+        if not module_exists(ctx.layout, module):
+            missing.append(f"{name} ({module.replace('.', '/')}.py)")
+            continue
+        if name in GRPC_PORTS and running_pid(ctx.layout, name, module) is None:
+            ensure_ports_free(name, ctx.layout)
+        pid, fresh = start_process(ctx.layout, name, [str(ctx.layout.python), "-m", module], module, env)
+        (started if fresh else kept).append(f"{name}:{pid}")
+        if name in GRPC_PORTS:
+            targets.append(f"{name}=127.0.0.1:{GRPC_PORTS[name]}:{pid}")
+    if any(entry.startswith("relay:") for entry in started):
+        # The relay serves no port: alive after a short grace is its health.
+        time.sleep(1.0)
+        if running_pid(ctx.layout, "relay", "services.common.relay") is None:
+            log = ctx.layout.log_file("relay")
+            raise StackError(f"the relay exited right after start; log {log}:\n{log_tail(log)}")
+    if targets:
+        wait_healthy(ctx, targets, health_deadline_s)
+    summary = f"started {' '.join(started) or 'none'}; already running {' '.join(kept) or 'none'}"
+    return summary, missing
+
+
+def ensure_ports_free(name: str, layout: Layout) -> None:
+    """A service's ports held by a process that is not ours (another checkout's stack, a service run by hand) would
+    answer our health check in its place: refuse, naming the holder."""
+    for kind, port in (("gRPC", GRPC_PORTS[name]), ("metrics", METRICS_PORTS[name])):
+        if tcp_answers("127.0.0.1", port, timeout_s=0.5):
+            raise StackError(
+                f"{name}'s {kind} port {port} is already taken by {port_holder(port)}, not by this stack "
+                f"(KB_HOME={layout.home}); stop that process and run `make up` again"
+            )
+
+
+def port_holder(port: int) -> str:
+    """Who listens on ``port``, from ``ss`` (iproute2): e.g. ``python (pid 123)``."""
+    try:
+        done = subprocess.run(["ss", "-Hltnp", f"sport = :{port}"], capture_output=True, text=True, timeout=5)
+    except (FileNotFoundError, subprocess.TimeoutExpired):
+        return "another process"
+    match = re.search(r'users:\(\("([^"]+)",pid=(\d+)', done.stdout)
+    return f"{match.group(1)} (pid {match.group(2)})" if match else "another process"
+
+
+def wait_healthy(ctx: Context, targets: Sequence[str], deadline_s: float) -> None:
+    argv = [str(ctx.layout.python), str(HERE / "probes.py"), "health", "--deadline", str(deadline_s), *targets]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=deadline_s + 30, env=ctx.service_env())
+    except subprocess.TimeoutExpired as err:
+        raise StackError(f"the gRPC health probe hung past its deadline of {deadline_s:.0f} s") from err
+    failures = []
+    for line in done.stdout.splitlines():
+        result = json.loads(line)
+        if result["status"] != "SERVING":
+            log = ctx.layout.log_file(result["name"])
+            failures.append(
+                f"  {result['name']} on {result['target']}: {result['detail']}\n  log {log}:\n{log_tail(log)}"
+            )
+    if done.returncode != 0 and not failures:
+        failures.append(f"  the health probe itself failed:\n{done.stderr[-2000:]}")
+    if failures:
+        raise StackError("gRPC health check failed:\n" + "\n".join(failures))
+
+
+def step_route_checked(ctx: Context, deadline_s: float) -> dict:
+    watch = []
+    for name in ("verifier", "ingest", "relay"):
+        pid = read_pid(ctx.layout.pid_file(name))
+        if pid is not None:
+            watch += ["--watch", f"{name}={pid}"]
+    argv = [
+        str(ctx.layout.python),
+        str(HERE / "probes.py"),
+        "route-checked",
+        BUNDLED_ROUTE,
+        "--deadline",
+        str(deadline_s),
+        *watch,
+    ]
+    # The probe's progress notes and its reason for failing go straight to the terminal (stderr).
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=ctx.service_env(), cwd=str(ctx.layout.repo))
+    try:
+        out, _ = proc.communicate(timeout=deadline_s + 60)
+    except subprocess.TimeoutExpired as timeout:
+        proc.kill()
+        raise StackError(
+            f"waiting for the check of route {BUNDLED_ROUTE}: the probe hung past its deadline"
+        ) from timeout
+    if proc.returncode != 0:
+        log = ctx.layout.log_file("verifier")
+        raise StackError(
+            f"route {BUNDLED_ROUTE} was not checked (reason above)\n  verifier log {log}:\n{log_tail(log)}"
+        )
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def step_board(ctx: Context) -> str:
+    """``kb board``, signed in as the seeded maintainer (services.ingest.seed writes $KB_HOME/curator.token)."""
+    env = ctx.service_env()
+    token_file = ctx.layout.home / "curator.token"
+    if "KB_TOKEN" not in env and token_file.exists():
+        env["KB_TOKEN"] = token_file.read_text().strip()
+    done = run([str(ctx.layout.venv / "bin" / "kb"), "board"], "kb board", 60, env=env)
+    return done.stdout
+
+
+# --- commands ------------------------------------------------------------------------------------------------------
+
+
+class Timer:
+    def __init__(self) -> None:
+        self.start = time.monotonic()
+
+    def lap(self) -> float:
+        now = time.monotonic()
+        took, self.start = now - self.start, now
+        return took
+
+
+def step(name: str, action: Callable[[], str]) -> str:
+    say(f"==> {name}")
+    timer = Timer()
+    result = action()
+    say(f"    {result} [{timer.lap():.1f} s]")
+    return result
+
+
+def lock(layout: Layout):
+    """One `up`/`down` at a time per state directory."""
+    layout.run_dir.mkdir(parents=True, exist_ok=True)
+    handle = open(layout.run_dir / "stack.lock", "w")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError as err:
+        raise StackError(f"another `make up`/`make down` holds {layout.run_dir / 'stack.lock'}") from err
+    return handle
+
+
+def context_from_env() -> Context:
+    return Context(
+        layout=layout_from_env(),
+        database_url=os.environ.get("KB_DATABASE_URL", DEFAULT_DATABASE_URL),
+        nats_url=os.environ.get("KB_NATS_URL", DEFAULT_NATS_URL),
+    )
+
+
+def prepare(ctx: Context) -> None:
+    """What the tests need too: packages, the venv, Slurm, PostgreSQL and NATS answering; .ci/run stops here."""
+    step("Debian packages", lambda: step_packages(ctx))
+    step("Python venv (.venv, requirements.txt)", lambda: step_venv(ctx))
+    step("Slurm", lambda: step_slurm(ctx))
+    step("PostgreSQL", lambda: step_postgres(ctx))
+    step("NATS JetStream", lambda: step_nats(ctx))
+    write_env_file(ctx)
+
+
+def write_env_file(ctx: Context) -> None:
+    """$KB_HOME/stack.env: the environment a shell needs to reach this stack (``set -a; . .state/stack.env``)."""
+    lines = [
+        f"KB_HOME={ctx.layout.home}",
+        f"KB_DATABASE_URL={ctx.database_url}",
+        f"KB_NATS_URL={ctx.nats_url}",
+    ]
+    if ctx.slurm_conf:
+        lines.append(f"SLURM_CONF={ctx.slurm_conf}")
+    ctx.layout.home.mkdir(parents=True, exist_ok=True)
+    (ctx.layout.home / "stack.env").write_text("\n".join(lines) + "\n")
+
+
+def cmd_prepare(args) -> int:
+    ctx = context_from_env()
+    say(f"kernelboard stack: KB_HOME={ctx.layout.home}")
+    with lock(ctx.layout):
+        prepare(ctx)
+    return 0
+
+
+def cmd_up(args) -> int:
+    ctx = context_from_env()
+    total = Timer()
+    say(f"kernelboard stack: KB_HOME={ctx.layout.home}")
+    with lock(ctx.layout):
+        prepare(ctx)
+        step("database", lambda: step_database(ctx))
+        step("migrations", lambda: step_migrate(ctx))
+        step("seed (bundled route)", lambda: step_seed(ctx))
+        missing: list[str] = []
+
+        def processes() -> str:
+            summary, found_missing = step_processes(ctx, args.health_timeout)
+            missing.extend(found_missing)
+            return summary
+
+        step("relay and services (gRPC health)", processes)
+        if missing:
+            say("\nThe stack is up without: " + ", ".join(missing) + ".")
+            say("These are not in this checkout yet; `make up` completes once they land.")
+            return 1
+        say(f"==> waiting for the verifier to check route {BUNDLED_ROUTE} (up to {args.check_timeout:.0f} s)")
+        timer = Timer()
+        check = step_route_checked(ctx, args.check_timeout)
+        verdict = "passed" if check["passed"] else "FAILED: " + "; ".join(check["reasons"])
+        say(
+            f"    route {BUNDLED_ROUTE} at {check['sha'][:12]}: {verdict}, score {check['score']:.3f}, "
+            f"runner {check['runner']} [{timer.lap():.1f} s]"
+        )
+        say("==> kb board")
+        say(step_board(ctx))
+        say(f"stack up in {total.lap():.1f} s; logs in {ctx.layout.log_dir}; `make down` stops it.")
+        return 0 if check["passed"] else 1
+
+
+def cmd_down(args) -> int:
+    ctx = context_from_env()
+    layout = ctx.layout
+    processes = component_modules()
+    unknown = sorted(set(args.components) - set(processes))
+    if unknown:
+        raise StackError(f"no component named {', '.join(unknown)}; components: {', '.join(processes)}")
+    with lock(layout):
+        for name, module in reversed(processes.items()):
+            if not args.components or name in args.components:
+                say(f"{name}: {stop_process(layout, name, module)}")
+        if args.components:
+            return 0
+        conf = layout.repo / "deploy" / "local" / "nats.conf"
+        say(f"nats: {stop_process(layout, 'nats', str(conf))}")
+        say(f"postgres: {stop_postgres(layout)}")
+        slurm_down = layout.repo / "deploy" / "local" / "slurm" / "down.sh"
+        if slurm_down.exists():
+            env = dict(os.environ, KB_HOME=str(layout.home))
+            done = run(["bash", str(slurm_down)], "Slurm (deploy/local/slurm/down.sh)", 120, env=env)
+            for line in (done.stdout + done.stderr).strip().splitlines():
+                say(f"slurm: {line}")
+        return 0
+
+
+def stop_postgres(layout: Layout) -> str:
+    """Stop the throwaway cluster we started (a reused server has no pid file of ours and is never touched)."""
+    ours = our_postgres(layout)
+    if ours is None:
+        return "not started by the stack"
+    pid, cluster = ours
+    data = str(cluster / "data")
+    pg_ctl = find_postgres_bin("pg_ctl")
+    if pg_ctl:
+        # A fast shutdown through pg_ctl lets PostgreSQL end its backends itself; stop_process is the fallback.
+        subprocess.run(
+            ["runuser", "-u", "postgres", "--", pg_ctl, "-D", data, "-m", "fast", "-w", "-t", "30", "stop"],
+            capture_output=True,
+            timeout=60,
+        )
+    outcome = stop_process(layout, "postgres", data)
+    return f"stopped (pid {pid})" if outcome == "not running" else outcome
+
+
+def cmd_status(args) -> int:
+    ctx = context_from_env()
+    layout = ctx.layout
+    pg_host, pg_port = host_port(ctx.database_url, 5432)
+    nats_host, nats_port = host_port(ctx.nats_url, 4222)
+    say(f"KB_HOME {layout.home}")
+    say(f"postgres   {'answers' if tcp_answers(pg_host, pg_port) else 'DOWN'} on {pg_host}:{pg_port}")
+    say(f"nats       {'answers' if nats_info(nats_host, nats_port) else 'DOWN'} on {nats_host}:{nats_port}")
+    all_up = True
+    for name, module in component_modules().items():
+        pid = running_pid(layout, name, module)
+        port = f" :{GRPC_PORTS[name]}" if name in GRPC_PORTS else ""
+        state = f"running (pid {pid}){port}" if pid else "stopped"
+        all_up = all_up and pid is not None
+        say(f"{name:<10} {state}; log {layout.log_file(name)}")
+    return 0 if all_up else 3
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="stack.py", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("up", help="install what is missing, start what is not running, wait for the first check")
+    up.add_argument("--health-timeout", type=float, default=float(os.environ.get("KB_UP_HEALTH_TIMEOUT", 90)))
+    up.add_argument("--check-timeout", type=float, default=float(os.environ.get("KB_UP_CHECK_TIMEOUT", 900)))
+    up.set_defaults(handler=cmd_up)
+    sub.add_parser("prepare", help="packages, venv, Slurm, PostgreSQL and NATS only (for CI)").set_defaults(
+        handler=cmd_prepare
+    )
+    down = sub.add_parser("down", help="stop what `up` started, by pid")
+    down.add_argument("components", nargs="*", help="only these of the relay and the services (default: everything)")
+    down.set_defaults(handler=cmd_down)
+    sub.add_parser("status", help="what runs; exit 3 when a component is stopped").set_defaults(handler=cmd_status)
+    args = parser.parse_args(argv)
+    try:
+        return args.handler(args)
+    except StackError as err:
+        print(f"\nFAILED: {err}", file=sys.stderr, flush=True)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,41 @@
+"""deploy/local/stack.py and probes.py are scripts, not packages: load them as modules for the tests."""
+
+import importlib.util
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+LOCAL = REPO / "deploy" / "local"
+
+
+def load(name: str):
+    spec = importlib.util.spec_from_file_location(f"kb_local_{name}", LOCAL / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses resolve annotations through sys.modules
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def stack():
+    return load("stack")
+
+
+@pytest.fixture(scope="session")
+def probes():
+    return load("probes")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def layout(stack, tmp_path):
+    """A state directory of its own, beside the real repository (its configs, its probes)."""
+    return stack.Layout(repo=REPO, home=tmp_path / "state")

@@ -1,0 +1,100 @@
+"""PostgreSQL and NATS: reused when they answer, started from deploy/local when they do not, stopped only when ours."""
+
+import os
+import shutil
+import socket
+import subprocess
+
+import pytest
+
+from .conftest import free_port
+
+MACHINE_NATS = "nats://127.0.0.1:4222"
+MACHINE_POSTGRES = "postgresql://root@127.0.0.1:5432/kernelboard"
+
+
+def test_the_machines_nats_is_recognised_with_jetstream(stack):
+    info = stack.nats_info("127.0.0.1", 4222)
+    assert info is not None and info["jetstream"] is True
+
+
+def test_a_port_that_is_not_nats_is_not_taken_for_it(stack):
+    assert stack.tcp_answers("127.0.0.1", 5432)
+    assert stack.nats_info("127.0.0.1", 5432, timeout_s=1) is None
+    assert stack.nats_info("127.0.0.1", free_port()) is None
+
+
+def test_answering_servers_are_reused_and_never_stopped(stack, layout):
+    ctx = stack.Context(layout=layout, database_url=MACHINE_POSTGRES, nats_url=MACHINE_NATS)
+    assert stack.step_nats(ctx).startswith("reusing the server on 127.0.0.1:4222")
+    assert stack.step_postgres(ctx) == "reusing the server on 127.0.0.1:5432"
+    assert not layout.pid_file("nats").exists() and not layout.pid_file("postgres").exists()
+    assert stack.stop_postgres(layout) == "not started by the stack"
+    assert stack.stop_process(layout, "nats", str(layout.repo / "deploy/local/nats.conf")) == "not running"
+    assert stack.tcp_answers("127.0.0.1", 5432) and stack.nats_info("127.0.0.1", 4222)
+
+
+@pytest.mark.skipif(not shutil.which("nats-server"), reason="nats-server is not installed")
+def test_nats_starts_from_deploy_local_with_jetstream_under_the_state_dir(stack, layout):
+    port, monitor = free_port(), free_port()
+    pid, started = stack.start_nats(layout, port, monitor)
+    try:
+        assert started
+        info = stack.nats_info("127.0.0.1", port)
+        assert info["jetstream"] is True
+        assert stack.nats_healthy(monitor)
+        assert (layout.home / "nats" / "jetstream").is_dir()
+        assert stack.start_nats(layout, port, monitor) == (pid, False)
+    finally:
+        assert stack.stop_process(layout, "nats", str(layout.repo / "deploy/local/nats.conf")).startswith("stopped")
+    assert stack.nats_info("127.0.0.1", port) is None
+
+
+def test_nats_that_cannot_start_fails_with_its_log(stack, layout):
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        port = squatter.getsockname()[1]
+        with pytest.raises(stack.StackError, match=r"nats-server exited at start; log .*nats\.log") as failure:
+            stack.start_nats(layout, port, free_port(), deadline_s=20)
+    assert "address already in use" in str(failure.value)
+    assert stack.running_pid(layout, "nats", str(layout.repo / "deploy/local/nats.conf")) is None
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or subprocess.run(["id", "postgres"], capture_output=True).returncode != 0,
+    reason="starting a PostgreSQL cluster needs root and the postgres user",
+)
+def test_a_throwaway_postgres_cluster_starts_takes_a_database_and_stops(stack, probes, layout):
+    import asyncio
+
+    assert stack.find_postgres_bin("initdb"), "PostgreSQL's initdb is not installed"
+    port = free_port()
+    ctx = stack.Context(layout=layout, database_url=f"postgresql://root@127.0.0.1:{port}/kernelboard", nats_url="")
+    cluster = stack.postgres_data_dir(layout)
+    try:
+        assert stack.step_postgres(ctx).startswith(f"started a throwaway cluster in {cluster} on 127.0.0.1:{port}")
+        pid, recorded = stack.our_postgres(layout)
+        assert recorded == cluster
+        assert stack.step_postgres(ctx) == f"already running (ours, pid {pid}, {cluster})"
+        assert asyncio.run(probes.ensure_database(ctx.database_url)) == "created database kernelboard"
+        assert asyncio.run(probes.ensure_database(ctx.database_url)) == "database kernelboard exists"
+    finally:
+        outcome = stack.stop_postgres(layout)
+        shutil.rmtree(cluster.parent if cluster.parent.name.startswith("kernelboard-") else cluster, ignore_errors=True)
+    assert outcome == f"stopped (pid {pid})"
+    assert not layout.pid_file("postgres").exists()
+    assert not stack.tcp_answers("127.0.0.1", port)
+
+
+def test_a_slurm_conf_with_no_controller_behind_it_is_not_reused(stack, tmp_path):
+    conf = tmp_path / "slurm.conf"
+    conf.write_text(f"ClusterName=nowhere\nSlurmctldHost=localhost(127.0.0.1)\nSlurmctldPort={free_port()}\n")
+    assert stack.slurm_answers(str(conf)) is False
+
+
+@pytest.mark.skipif(not os.environ.get("SLURM_CONF"), reason="no SLURM_CONF: the local Slurm cluster is not up")
+def test_the_running_slurm_cluster_is_reused(stack, layout):
+    ctx = stack.Context(layout=layout, database_url=MACHINE_POSTGRES, nats_url=MACHINE_NATS)
+    assert stack.step_slurm(ctx) == f"reusing the cluster of SLURM_CONF={os.environ['SLURM_CONF']}"
+    assert ctx.slurm_conf == os.environ["SLURM_CONF"]
