@@ -627,7 +627,7 @@ def step_processes(ctx: Context, health_deadline_s: float) -> tuple[str, list[st
             missing.append(f"{name} ({module.replace('.', '/')}.py)")
             continue
         if name in GRPC_PORTS and running_pid(ctx.layout, name, module) is None:
-            ensure_ports_free(name)
+            ensure_ports_free(name, ctx.layout)
         pid, fresh = start_process(ctx.layout, name, [str(ctx.layout.python), "-m", module], module, env)
         (started if fresh else kept).append(f"{name}:{pid}")
         if name in GRPC_PORTS:
@@ -644,14 +644,14 @@ def step_processes(ctx: Context, health_deadline_s: float) -> tuple[str, list[st
     return summary, missing
 
 
-def ensure_ports_free(name: str) -> None:
+def ensure_ports_free(name: str, layout: Layout) -> None:
     """A service's ports held by a process that is not ours (another checkout's stack, a service run by hand) would
     answer our health check in its place: refuse, naming the holder."""
     for kind, port in (("gRPC", GRPC_PORTS[name]), ("metrics", METRICS_PORTS[name])):
         if tcp_answers("127.0.0.1", port, timeout_s=0.5):
             raise StackError(
                 f"{name}'s {kind} port {port} is already taken by {port_holder(port)}, not by this stack "
-                f"(KB_HOME={layout_from_env().home}); stop that process and run `make up` again"
+                f"(KB_HOME={layout.home}); stop that process and run `make up` again"
             )
 
 

@@ -97,7 +97,8 @@ def config_from_env(settings: Settings) -> SchedulerConfig:
 async def main() -> None:
     configure_logging("scheduler")
     settings = Settings.from_env()
-    event_log = await EventLog.connect(settings.database_url)
+    # A handful of connections is plenty: appends are short and one at a time per job.
+    event_log = await EventLog.connect(settings.database_url, min_size=1, max_size=5)
     config = config_from_env(settings)
     jobs = JobService(
         event_log,

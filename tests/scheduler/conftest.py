@@ -18,6 +18,13 @@ import grpc
 import pytest
 from kernelboard.v1 import events_pb2, ingest_pb2, ingest_pb2_grpc, scheduler_pb2, scheduler_pb2_grpc
 
+from services.common import auth
+from services.common.eventlog import EventLog
+from services.common.grpcserver import start_server
+from services.ingest.api import add_to_server
+from services.ingest.app import Ingest
+from services.ingest.gitrepo import HostedRepo
+from services.ingest.seed import seed
 from tests.scheduler.databases import create_database, drop_database
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -170,18 +177,9 @@ ROUTES = {"fast": "alice", "outside": "mallory"}
 
 @pytest.fixture(scope="module")
 async def stack(slurm_conf, tmp_path_factory):
-    from services.ingest.api import add_to_server
-    from services.ingest.app import Ingest
-    from services.ingest.gitrepo import HostedRepo
-    from services.ingest.seed import seed
-
-    from services.common import auth
-    from services.common.eventlog import EventLog
-    from services.common.grpcserver import start_server
-
     home = tmp_path_factory.mktemp("kb_home")
     db_name, database_url = await create_database()
-    log = await EventLog.connect(database_url)
+    log = await EventLog.connect(database_url, min_size=1, max_size=5)
     closing = []  # what to undo, newest first, however far the setup got
     try:
         ingest = Ingest(log, HostedRepo(home / "repo.git"))

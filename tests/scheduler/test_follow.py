@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slurm
 @pytest.fixture
 async def event_log():
     name, url = await create_database()
-    log = await EventLog.connect(url)
+    log = await EventLog.connect(url, min_size=1, max_size=3)
     yield log
     await log.close()
     await drop_database(name)

@@ -103,7 +103,7 @@ def test_the_lock_refuses_a_second_up_on_the_same_state(stack, layout):
         pass
 
 
-def test_a_service_port_held_by_someone_else_is_refused_naming_the_holder(stack, monkeypatch):
+def test_a_service_port_held_by_someone_else_is_refused_naming_the_holder(stack, layout, monkeypatch):
     with socket.socket() as squatter:
         squatter.bind(("127.0.0.1", 0))
         squatter.listen()
@@ -112,10 +112,10 @@ def test_a_service_port_held_by_someone_else_is_refused_naming_the_holder(stack,
         monkeypatch.setitem(stack.GRPC_PORTS, "board", free_port())
         monkeypatch.setitem(stack.METRICS_PORTS, "board", port)
         try:
-            stack.ensure_ports_free("board")
+            stack.ensure_ports_free("board", layout)
         except stack.StackError as err:
             assert f"board's metrics port {port} is already taken by" in str(err)
             assert f"(pid {os.getpid()})" in str(err)
         else:
             raise AssertionError("a taken metrics port was not noticed")
-    stack.ensure_ports_free("board")  # both free again
+    stack.ensure_ports_free("board", layout)  # both free again
