@@ -3,6 +3,8 @@ restart, NATS restarted, PostgreSQL restarted, a consumer slower than the produc
 with: the rebuilt board equals the live board, no event lost, none duplicated (tests/e2e/invariants.py)."""
 
 import asyncio
+import json
+import shutil
 import signal
 import subprocess
 import time
@@ -16,7 +18,7 @@ from services.common.config import Settings
 from services.common.consumer import Consumer
 from services.common.eventlog import EventLog
 from tests.e2e.invariants import assert_board_rebuilds, read_log
-from tests.e2e.stack import wait_for
+from tests.e2e.stack import ROOT, wait_for
 from tests.faults.helpers import RouteClone, payloads, push_with_retry, squeue_state
 
 pytestmark = pytest.mark.timeout(300)
@@ -177,6 +179,55 @@ async def test_postgres_restarted(stack, tokens, stubs, verifier_stopped):
     await assert_board_rebuilds(stack, tokens["curator"])
 
 
+DEAD_LETTER_DESCRIPTION = (
+    "A handler failed on an event after its retries; the event is recorded as EventDeadLettered on the stream "
+    "deadletter:faults-picky and the consumer moved on. Its effect is missing until someone handles it."
+)
+
+
+def assert_dead_letter_alert_fires(tmp, before: float, after: float) -> None:
+    """The counter as this consumer moved it, through the operators' alert rules (deploy/prometheus/alerts.yml) with
+    promtool: KernelboardDeadLetters fires for this consumer."""
+    rules = ROOT / "deploy" / "prometheus" / "alerts.yml"
+    if not rules.exists() or not shutil.which("promtool"):
+        pytest.skip("deploy/prometheus/alerts.yml or promtool missing")
+    test = {
+        "rule_files": [str(rules)],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": [
+                    {
+                        "series": 'kb_consumer_dead_lettered_total{job="faults", consumer="faults-picky"}',
+                        "values": f"{before:g} {before:g} {after:g}x80",
+                    }
+                ],
+                "alert_rule_test": [
+                    {
+                        "eval_time": "3m",
+                        "alertname": "KernelboardDeadLetters",
+                        "exp_alerts": [
+                            {
+                                "exp_labels": {"severity": "critical", "consumer": "faults-picky"},
+                                "exp_annotations": {
+                                    "summary": f"Consumer faults-picky dead-lettered {after - before:g} events in the "
+                                    "last hour",
+                                    "description": DEAD_LETTER_DESCRIPTION,
+                                },
+                            }
+                        ],
+                    }
+                ],
+            }
+        ],
+    }
+    path = tmp / "deadletter_alert_test.yml"
+    path.write_text(json.dumps(test))  # JSON is YAML
+    done = subprocess.run(["promtool", "test", "rules", str(path)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 def _settings(stack) -> Settings:
     return Settings.from_env(stack.env())
 
@@ -237,7 +288,9 @@ async def test_poisoned_event_is_dead_lettered_and_the_stream_moves_on(stack, to
             await clone.push_metrics(stubs.ingest, score)
         await wait_for(lambda: 1.33 in applied, "the event after the poisoned one applied", 60, 0.2)
         assert poison_score not in applied and 1.31 in applied
-        assert (REGISTRY.get_sample_value(*metric) or 0.0) - before == 1.0
+        after = REGISTRY.get_sample_value(*metric) or 0.0
+        assert after - before == 1.0
+        assert_dead_letter_alert_fires(stack.root, before, after)
         letters = [e for e in await log.read_stream("deadletter:faults-picky")]
         assert len(letters) == 1 and "6.66" in letters[0].event_dead_lettered.error
         poisoned = [
