@@ -20,6 +20,7 @@ import shutil
 import signal
 import stat
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
@@ -61,11 +62,19 @@ def isolation_available() -> bool:
     return done.returncode == 0
 
 
+def needed_by_checks() -> tuple[str, ...]:
+    """What a check runs on -- this Python (its venv and base install) and the project the harness is imported
+    from -- kept visible, read-only, even where it lies under a hidden directory (a clone under /tmp, say)."""
+    project = Path(__file__).resolve().parents[2]
+    return tuple(dict.fromkeys([sys.prefix, sys.base_prefix, str(project)]))
+
+
 @dataclass(frozen=True)
 class SandboxConfig:
     root: Path  # boxes are made here, one per run
     isolate: bool  # namespaces (see the module doc); False only where unshare is unavailable
     hidden: tuple[str, ...] = ()  # host directories the check must not see (KB_HOME, credentials)
+    visible: tuple[str, ...] = field(default_factory=needed_by_checks)  # kept read-only even under a hidden one
     cpu_count: int = field(default_factory=lambda: os.cpu_count() or 1)
 
 
@@ -174,6 +183,7 @@ class Sandbox:
                 str(box.path),
                 box.inner,
                 *self.config.hidden,
+                *(f"+{path}" for path in self.config.visible),
                 "--",
                 *command,
             ]

@@ -3,15 +3,18 @@ PostgreSQL socket), it sees the judge of the RULES commit and nothing of the dep
 
 import json
 import os
+import shutil
 import subprocess
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 from kernelboard.v1 import events_pb2
 
 from services.common.eventlog import NewEvent
 from services.verifier.intake import Intake
-from services.verifier.sandbox import isolation_available
+from services.verifier.sandbox import Sandbox, SandboxConfig, isolation_available
 from services.verifier.worker import Worker
 from tests.verifier.conftest import (
     CPU_SLOT,
@@ -188,3 +191,38 @@ async def test_a_metrics_file_that_is_a_symlink_is_not_followed(log, settings, q
     row = await run_one(log, settings, queue)
     assert row.state == "failed" and row.result.score == 0
     assert "a check writes a plain file" in row.result.reasons[0]
+
+
+async def test_the_python_and_project_under_a_hidden_tmp_stay_visible_read_only_and_kb_home_inside_stays_hidden(
+    tmp_path,
+):
+    """A clone under /tmp (CI's, say) runs its checks with its own venv; its KB_HOME inside stays hidden."""
+    project = Path(tempfile.mkdtemp(prefix="kb-visible-", dir="/tmp"))
+    try:
+        (project / "tool.txt").write_text("the harness\n")
+        (project / ".state").mkdir()
+        (project / ".state" / "curator.token").write_text("secret\n")
+        sandbox = Sandbox(
+            SandboxConfig(
+                root=tmp_path / "boxes", isolate=True, hidden=(str(project / ".state"),), visible=(str(project),)
+            )
+        )
+        box = sandbox.make_box("visible")
+        (box.work / "probe.sh").write_text(
+            f"""
+set -u
+cat {project}/tool.txt
+test -e {project}/.state/curator.token && echo "token seen" || echo "token hidden"
+touch {project}/written 2>/dev/null && echo "project writable" || echo "project read-only"
+echo '{{"score": 1, "cost": 0, "subtasks": []}}' > ../out/m.json
+"""
+        )
+        outcome = await sandbox.run(
+            box, "probe.sh", [], {"PATH": os.environ["PATH"]}, time_limit_s=30, metrics_file="m.json"
+        )
+        assert outcome.exit_code == 0, outcome.output_tail
+        assert "the harness" in outcome.output_tail
+        assert "token hidden" in outcome.output_tail and "project read-only" in outcome.output_tail
+        assert not (project / "written").exists()
+    finally:
+        shutil.rmtree(project, ignore_errors=True)

@@ -11,7 +11,7 @@ say() { echo "slurm-down: $*" >&2; }
 pidfile_of() {
   case "$1" in
     munged) echo /run/munge/munged.pid ;;
-    mariadb) echo "$STATE/mariadb-run/mariadb.pid" ;;
+    mariadb) echo "$(cat "$STATE/mariadb-home" 2>/dev/null || echo "$STATE")/mariadb-run/mariadb.pid" ;;
     *) echo "$STATE/run/$1.pid" ;;
   esac
 }

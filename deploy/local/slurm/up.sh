@@ -84,9 +84,24 @@ mysql_root() {
   fi
 }
 
+# Where MariaDB's folders go: under the state directory when user mysql can reach it; otherwise (a state directory
+# under /root, mode 700) in /var/tmp, named after the state directory. Recorded for down.sh.
+mariadb_home() {
+  if [[ ! -s "$STATE/mariadb-home" ]]; then
+    if runuser -u mysql -- test -x "$STATE" 2>/dev/null; then
+      echo "$STATE" >"$STATE/mariadb-home"
+    else
+      echo "/var/tmp/kernelboard-mariadb-$(echo -n "$STATE" | sha256sum | cut -c1-12)" >"$STATE/mariadb-home"
+    fi
+  fi
+  cat "$STATE/mariadb-home"
+}
+
 start_mariadb() {
   # mariadbd runs as user mysql: its data, socket, pid file and log live in folders that user owns.
-  local datadir="$STATE/mariadb" own="$STATE/mariadb-run"
+  local home
+  home="$(mariadb_home)"
+  local datadir="$home/mariadb" own="$home/mariadb-run"
   if alive "$own/mariadb.pid"; then
     OWN_DB_SOCKET="$own/mariadb.sock"
     say "MariaDB (ours, port $DB_PORT) already running"
@@ -94,6 +109,7 @@ start_mariadb() {
     say "reusing the MariaDB listening on 127.0.0.1:$DB_PORT"
   else
     OWN_DB_SOCKET="$own/mariadb.sock"
+    install -d "$home"
     install -d -o mysql -g mysql "$own"
     if [[ ! -d "$datadir/mysql" ]]; then
       install -d -o mysql -g mysql "$datadir"
