@@ -28,7 +28,7 @@ from services.ingest.api import add_to_server
 from services.ingest.app import Ingest
 from services.ingest.gitrepo import HostedRepo
 from services.ingest.seed import seed
-from tests.ingest.databases import create_database, drop_database
+from tests.databases import create_database, drop_database
 from tests.ingest.gitwork import WorkClone
 
 CHUNK = 256 * 1024
@@ -64,7 +64,7 @@ async def route_clone(stub, md, tmp: Path, name: str) -> tuple[WorkClone, str]:
 
 
 async def main() -> dict:
-    db_name, url = await create_database()
+    db_name, url = await create_database("ingest")
     tmp = Path(tempfile.mkdtemp(prefix="kb-ingest-bench-"))
     log = await EventLog.connect(url)
     try:

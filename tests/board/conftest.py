@@ -1,9 +1,7 @@
 """The board's service tests: a database of our own per module on the real PostgreSQL, migrated, with the real log."""
 
 import os
-import uuid
 
-import asyncpg
 import grpc
 import pytest
 from kernelboard.v1 import board_pb2_grpc
@@ -13,22 +11,16 @@ from services.board.projector import Projector
 from services.common import auth
 from services.common.eventlog import EventLog
 from services.common.grpcserver import start_server
+from tests.databases import throwaway_database
 
 from .board_events import append_all, scenario
 
-ADMIN_URL = os.environ.get("KB_TEST_ADMIN_URL", "postgresql://root@127.0.0.1:5432/postgres")
 NATS_URL = os.environ.get("KB_TEST_NATS_URL", "nats://127.0.0.1:4222")
 
 
 async def _database():
-    name = f"kb_test_board_{uuid.uuid4().hex[:10]}"
-    admin = await asyncpg.connect(ADMIN_URL)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-        yield ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
-    finally:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        await admin.close()
+    async with throwaway_database("board") as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

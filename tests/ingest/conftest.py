@@ -16,14 +16,14 @@ from services.ingest.api import add_to_server
 from services.ingest.app import Ingest
 from services.ingest.gitrepo import HostedRepo
 from services.ingest.seed import seed
-from tests.ingest.databases import create_database, drop_database
+from tests.databases import create_database, drop_database
 
 MAX_BUNDLE_BYTES = 512 * 1024
 
 
 @pytest.fixture(scope="module")
 async def database():
-    name, url = await create_database()
+    name, url = await create_database("ingest")
     yield url
     await drop_database(name)
 

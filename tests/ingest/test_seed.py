@@ -8,7 +8,7 @@ import sys
 from services.common.eventlog import EventLog
 from services.ingest import store
 from services.ingest.gitrepo import HostedRepo
-from tests.ingest.databases import create_database, drop_database
+from tests.databases import create_database, drop_database
 
 
 async def run_seed(env) -> dict:
@@ -26,7 +26,7 @@ async def run_seed(env) -> dict:
 
 
 async def test_seed_module_seeds_once(tmp_path):
-    name, url = await create_database()
+    name, url = await create_database("ingest")
     try:
         env = {
             **os.environ,

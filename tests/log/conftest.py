@@ -3,26 +3,19 @@
 import os
 import secrets
 
-import asyncpg
 import pytest
 
 from services.common.config import Settings
 from services.common.eventlog import EventLog
+from tests.databases import throwaway_database
 
-SERVER_URL = os.environ.get("KB_TEST_POSTGRES_URL", "postgresql://root@127.0.0.1:5432")
 NATS_URL = os.environ.get("KB_TEST_NATS_URL", "nats://127.0.0.1:4222")
 
 
 @pytest.fixture(scope="module")
 async def database_url():
-    name = f"kb_test_log_{secrets.token_hex(4)}"
-    admin = await asyncpg.connect(f"{SERVER_URL}/postgres")
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-        yield f"{SERVER_URL}/{name}"
-        await admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
-    finally:
-        await admin.close()
+    async with throwaway_database("log") as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

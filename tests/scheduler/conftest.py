@@ -25,7 +25,7 @@ from services.ingest.api import add_to_server
 from services.ingest.app import Ingest
 from services.ingest.gitrepo import HostedRepo
 from services.ingest.seed import seed
-from tests.scheduler.databases import create_database, drop_database
+from tests.databases import create_database, drop_database
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -178,7 +178,7 @@ ROUTES = {"fast": "alice", "outside": "mallory"}
 @pytest.fixture(scope="module")
 async def stack(slurm_conf, tmp_path_factory):
     home = tmp_path_factory.mktemp("kb_home")
-    db_name, database_url = await create_database()
+    db_name, database_url = await create_database("scheduler")
     log = await EventLog.connect(database_url, min_size=1, max_size=5)
     closing = []  # what to undo, newest first, however far the setup got
     try:

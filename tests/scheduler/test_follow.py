@@ -11,14 +11,14 @@ from services.common.eventlog import EventLog, NewEvent
 from services.scheduler.jobdir import HostedRepo
 from services.scheduler.jobs import POLL_ERRORS, JobService, SchedulerConfig
 from services.scheduler.slurm import Slurm
-from tests.scheduler.databases import create_database, drop_database
+from tests.databases import create_database, drop_database
 
 pytestmark = pytest.mark.slurm
 
 
 @pytest.fixture
 async def event_log():
-    name, url = await create_database()
+    name, url = await create_database("scheduler")
     log = await EventLog.connect(url, min_size=1, max_size=3)
     yield log
     await log.close()

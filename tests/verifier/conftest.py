@@ -9,7 +9,6 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-import asyncpg
 import pytest
 from kernelboard.v1 import events_pb2
 
@@ -18,24 +17,18 @@ from services.common.eventlog import EventLog, NewEvent
 from services.verifier.queue import CheckQueue
 from services.verifier.sandbox import SandboxConfig, isolation_available
 from services.verifier.worker import Slot, WorkerConfig
+from tests.databases import throwaway_database
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
-SERVER_URL = os.environ.get("KB_TEST_POSTGRES_URL", "postgresql://root@127.0.0.1:5432")
 NATS_URL = os.environ.get("KB_TEST_NATS_URL", "nats://127.0.0.1:4222")
 CPU_SLOT = Slot("cpu", "cpu", "smoke", {"TRITON_INTERPRET": "1"})
 
 
 @pytest.fixture
 async def database_url():
-    name = f"kb_test_verifier_{secrets.token_hex(4)}"
-    admin = await asyncpg.connect(f"{SERVER_URL}/postgres")
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-        yield f"{SERVER_URL}/{name}"
-        await admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
-    finally:
-        await admin.close()
+    async with throwaway_database("verifier") as url:
+        yield url
 
 
 @pytest.fixture
