@@ -147,7 +147,19 @@ def start_process(
             start_new_session=True,
         )
     layout.pid_file(name).write_text(f"{proc.pid}\n")
+    # Popen returns once exec has closed the child's descriptors, a moment before the kernel gives it its new command
+    # line; a check by command line in that moment took a starting nats-server for dead (seen in CI). Wait it out.
+    deadline = time.monotonic() + 2.0
+    while proc.poll() is None and not _cmdline(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.01)
     return proc.pid, True
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (FileNotFoundError, ProcessLookupError):
+        return b""
 
 
 def stop_process(layout: Layout, name: str, marker: str, timeout_s: float = 15.0) -> str:
@@ -543,27 +555,20 @@ def start_nats(layout: Layout, port: int, monitor_port: int, deadline_s: float =
     argv = nats_command(
         conf, None if port == 4222 else port, None if monitor_port == NATS_MONITOR_PORT else monitor_port
     )
+    pid, started = start_process(layout, "nats", argv, str(conf), env)
+
     log = layout.log_file("nats")
-    # Started a second time when the first exits at once: seen once in CI (the log held nothing from the server),
-    # never reproduced; a second failure is reported with the log.
-    for attempt in (1, 2):
-        pid, started = start_process(layout, "nats", argv, str(conf), env)
 
-        def healthy(pid=pid) -> bool:
-            # Our process must be alive and our client port must speak JetStream: a monitor port answering alone
-            # could be another server's.
-            if not process_matches(pid, str(conf)):
-                raise StackError(f"nats-server exited at start; log {log}:\n{log_tail(log)}")
-            info = nats_info("127.0.0.1", port, timeout_s=0.5)
-            return bool(info and info.get("jetstream")) and nats_healthy(monitor_port)
+    def healthy() -> bool:
+        # Our process must be alive and our client port must speak JetStream: a monitor port answering alone could be
+        # another server's.
+        if not process_matches(pid, str(conf)):
+            raise StackError(f"nats-server exited at start; log {log}:\n{log_tail(log)}")
+        info = nats_info("127.0.0.1", port, timeout_s=0.5)
+        return bool(info and info.get("jetstream")) and nats_healthy(monitor_port)
 
-        try:
-            wait_until(healthy, deadline_s, f"nats-server on 127.0.0.1:{port}, health on :{monitor_port} (log {log})")
-            return pid, started
-        except StackError as err:
-            if attempt == 2 or "exited at start" not in str(err):
-                raise
-            print(f"    nats-server exited at start; starting it once more (log {log})", flush=True)
+    wait_until(healthy, deadline_s, f"nats-server on 127.0.0.1:{port}, health on :{monitor_port} (log {log})")
+    return pid, started
 
 
 def step_nats(ctx: Context) -> str:
