@@ -1,7 +1,5 @@
 """The board's service tests: a database of our own per module on the real PostgreSQL, migrated, with the real log."""
 
-import os
-
 import grpc
 import pytest
 from kernelboard.v1 import board_pb2_grpc
@@ -14,8 +12,6 @@ from services.common.grpcserver import start_server
 from tests.databases import throwaway_database
 
 from .board_events import append_all, scenario
-
-NATS_URL = os.environ.get("KB_TEST_NATS_URL", "nats://127.0.0.1:4222")
 
 
 async def _database():

@@ -10,29 +10,17 @@ from prometheus_client import REGISTRY
 from services.board import projection
 from services.board.server import BoardBackground
 from services.common import bus
-from services.common.config import Settings
 from services.common.relay import Relay
+from tests.streams import throwaway_stream
 
 from .board_events import append_all, scenario
-from .conftest import NATS_URL
 from .test_board_service import canonical, read_everything, stored_state
 
 
 @pytest.fixture
 async def settings(fresh_log):
-    tag = secrets.token_hex(4)
-    own = Settings(
-        database_url="unused: the tests pass their EventLog",
-        nats_url=NATS_URL,
-        events_stream=f"KB_TEST_BOARD_{tag.upper()}",
-        events_subject_prefix=f"kbtest.board{tag}",
-    )
-    yield own
-    nc = await bus.connect(own)
-    try:
-        await bus.delete_stream(nc.jetstream(), own)
-    finally:
-        await nc.close()
+    async with throwaway_stream("board", database_url="unused: the tests pass their EventLog") as own:
+        yield own
 
 
 @pytest.fixture

@@ -2,8 +2,6 @@
 transaction as the ref, under its own event id (Nats-Msg-Id), on this test's own stream."""
 
 import asyncio
-import os
-import secrets
 import subprocess
 import time
 
@@ -12,29 +10,16 @@ from kernelboard.v1 import events_pb2, ingest_pb2
 from nats.js.errors import NotFoundError
 
 from services.common import bus
-from services.common.config import Settings
 from services.common.eventlog import payload_of
 from services.common.relay import Relay
 from tests.ingest.gitwork import WorkClone
-
-NATS_URL = os.environ.get("KB_TEST_NATS_URL", "nats://127.0.0.1:4222")
+from tests.streams import throwaway_stream
 
 
 @pytest.fixture
 async def settings(stack):
-    tag = secrets.token_hex(4)
-    test_settings = Settings(
-        database_url=stack.database_url,
-        nats_url=NATS_URL,
-        events_stream=f"KB_TEST_INGEST_{tag.upper()}",
-        events_subject_prefix=f"kbtest.ingest{tag}",
-    )
-    yield test_settings
-    nc = await bus.connect(test_settings)
-    try:
-        await bus.delete_stream(nc.jetstream(), test_settings)
-    finally:
-        await nc.close()
+    async with throwaway_stream("ingest", database_url=stack.database_url) as test_settings:
+        yield test_settings
 
 
 async def last_commit_on_nats(js, settings) -> tuple[events_pb2.Event, dict] | None:

@@ -1,15 +1,10 @@
 """Each test module gets its own PostgreSQL database and its own JetStream stream and subject prefix."""
 
-import os
-import secrets
-
 import pytest
 
-from services.common.config import Settings
 from services.common.eventlog import EventLog
 from tests.databases import throwaway_database
-
-NATS_URL = os.environ.get("KB_TEST_NATS_URL", "nats://127.0.0.1:4222")
+from tests.streams import throwaway_stream
 
 
 @pytest.fixture(scope="module")
@@ -28,21 +23,8 @@ async def log(database_url):
 @pytest.fixture
 async def settings(database_url):
     """Settings naming this test's own JetStream stream and subject prefix (deleted afterwards)."""
-    from services.common import bus
-
-    tag = secrets.token_hex(4)
-    test_settings = Settings(
-        database_url=database_url,
-        nats_url=NATS_URL,
-        events_stream=f"KB_TEST_LOG_{tag.upper()}",
-        events_subject_prefix=f"kbtest.log{tag}",
-    )
-    yield test_settings
-    nc = await bus.connect(test_settings)
-    try:
-        await bus.delete_stream(nc.jetstream(), test_settings)
-    finally:
-        await nc.close()
+    async with throwaway_stream("log", database_url=database_url) as test_settings:
+        yield test_settings
 
 
 @pytest.fixture

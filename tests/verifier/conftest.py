@@ -18,10 +18,10 @@ from services.verifier.queue import CheckQueue
 from services.verifier.sandbox import SandboxConfig, isolation_available
 from services.verifier.worker import Slot, WorkerConfig
 from tests.databases import throwaway_database
+from tests.streams import delete_stream, stream_settings
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
-NATS_URL = os.environ.get("KB_TEST_NATS_URL", "nats://127.0.0.1:4222")
 CPU_SLOT = Slot("cpu", "cpu", "smoke", {"TRITON_INTERPRET": "1"})
 
 
@@ -48,27 +48,14 @@ def home():
 
 @pytest.fixture
 def settings(database_url, home):
-    tag = secrets.token_hex(4)
-    return Settings(
-        database_url=database_url,
-        nats_url=NATS_URL,
-        home=home,
-        events_stream=f"KB_TEST_VERIFIER_{tag.upper()}",
-        events_subject_prefix=f"kbtest.verifier{tag}",
-    )
+    return stream_settings("verifier", database_url=database_url, home=home)
 
 
 @pytest.fixture
 async def stream(settings):
     """The test's JetStream stream, deleted afterwards."""
-    from services.common import bus
-
     yield settings
-    nc = await bus.connect(settings)
-    try:
-        await bus.delete_stream(nc.jetstream(), settings)
-    finally:
-        await nc.close()
+    await delete_stream(settings)
 
 
 def worker_config(settings: Settings, *, lease_s: float = 30.0, poll_s: float = 0.2) -> WorkerConfig:
