@@ -130,7 +130,7 @@ class RouteOnBoard:
         self.verified: Entry | None = None
         self.by_maintainer: Entry | None = None
         self.reported: Entry | None = None
-        self.failed: Entry | None = None
+        self.failed: Entry | None = None  # the latest check that did not count (failed, or passed unverified)
         self.adopted = False
         self.checks = 0
         self.checks_passed = 0
@@ -552,7 +552,8 @@ def ranked(board: Board) -> list[tuple[str, Entry]]:
 
 
 def listed_beside(board: Board) -> list[tuple[str, Entry]]:
-    """Others' reported scores (higher first, then earlier), then each failing route's latest failed check."""
+    """Others' reported scores (higher first, then earlier), then each route's latest check that did not count: a
+    failed check, or a pass that is not verified."""
     reported, failed = [], []
     for route, on_board in board.routes.items():
         if on_board.reported is not None:
