@@ -103,11 +103,18 @@ def process_matches(pid: int, marker: str) -> bool:
     """
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return False
     state = stat.rsplit(")", 1)[1].split()[0]
-    return state not in ("Z", "X") and marker in cmdline
+    return state not in ("Z", "X") and marker in _cmdline(pid).replace(b"\0", b" ").decode(errors="replace")
+
+
+def _cmdline(pid: int) -> bytes:
+    """The process's command line, empty when it is gone (or, for a moment, while it execs)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return b""
 
 
 def running_pid(layout: Layout, name: str, marker: str) -> int | None:
@@ -153,13 +160,6 @@ def start_process(
     while proc.poll() is None and not _cmdline(proc.pid) and time.monotonic() < deadline:
         time.sleep(0.01)
     return proc.pid, True
-
-
-def _cmdline(pid: int) -> bytes:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes()
-    except (FileNotFoundError, ProcessLookupError):
-        return b""
 
 
 def stop_process(layout: Layout, name: str, marker: str, timeout_s: float = 15.0) -> str:
