@@ -18,29 +18,40 @@ import triton.language as tl
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
+
+def _coop(mode, slice_len, block, warps, programs_per_sm, poll_load=False):
+    return {
+        "mode": mode, "SLICE": slice_len, "BLOCK": block, "num_warps": warps, "programs_per_sm": programs_per_sm,
+        "poll_load": poll_load,
+    }  # fmt: skip
+
+
 VARIANTS = {
-    "default": {"CHUNK": 4096, "BLOCK": 2048, "num_warps": 4},
-    "c2048_b2048_w4": {"CHUNK": 2048, "BLOCK": 2048, "num_warps": 4},
-    "c4096_b4096_w8": {"CHUNK": 4096, "BLOCK": 4096, "num_warps": 8},
-    "c8192_b2048_w4": {"CHUNK": 8192, "BLOCK": 2048, "num_warps": 4},
-    "interpret": {"CHUNK": 256, "BLOCK": 64, "num_warps": 4},
+    "default": {"mode": "two_pass", "CHUNK": 4096, "BLOCK": 2048, "num_warps": 4},
+    "c2048_b2048_w4": {"mode": "two_pass", "CHUNK": 2048, "BLOCK": 2048, "num_warps": 4},
+    "hold_s16384_w8_p2": _coop("hold", 16384, 16384, 8, 2),
+    "hold_s16384_w8_p2_poll": _coop("hold", 16384, 16384, 8, 2, poll_load=True),
+    "hold_s32768_w32": _coop("hold", 32768, 32768, 32, 1),
+    "hold_s32768_w32_poll": _coop("hold", 32768, 32768, 32, 1, poll_load=True),
+    "l2_s16384_b4096_w8_p2_poll": _coop("l2", 16384, 4096, 8, 2, poll_load=True),
+    "l2_s32768_b4096_w16_poll": _coop("l2", 32768, 4096, 16, 1, poll_load=True),
+    "interpret": {"mode": "two_pass", "CHUNK": 256, "BLOCK": 64, "num_warps": 4},
+    "interpret_hold": _coop("hold", 1024, 1024, 4, 1, poll_load=True),
+    "interpret_l2": _coop("l2", 1024, 64, 4, 1),
 }
 
 
 @triton.jit
-def _chunk_moments(x_ptr, mean_ptr, m2_ptr, rows, cols, num_chunks, CHUNK: tl.constexpr, BLOCK: tl.constexpr):
-    # chunk-major order, as in _normalize
-    chunk = tl.program_id(0) // rows
-    row = tl.program_id(0) % rows
-    chunk_start = chunk * CHUNK
-    row_start = row.to(tl.int64) * cols
+def _moments(x_ptr, start, length, cols, BLOCK: tl.constexpr, KEEP: tl.constexpr):
+    """(count, mean, sum of squared deviations) of x[start : start + length], clipped at cols; per tile around the
+    tile's own mean, merged with Chan's formula (no E[x^2] - E[x]^2 cancellation). KEEP: x is read again soon."""
     count = 0.0
     mean = 0.0
     m2 = 0.0
-    for off in range(0, CHUNK, BLOCK):
-        c = chunk_start + off + tl.arange(0, BLOCK)
+    for off in range(0, length, BLOCK):
+        c = start + off + tl.arange(0, BLOCK)
         mask = c < cols
-        x = tl.load(x_ptr + row_start + c, mask=mask, other=0.0)
+        x = tl.load(x_ptr + c, mask=mask, other=0.0, eviction_policy="evict_last" if KEEP else "")
         n_tile = tl.sum(mask.to(tl.float32), axis=0)
         if n_tile > 0:
             tile_mean = tl.sum(x, axis=0) / n_tile
@@ -51,6 +62,104 @@ def _chunk_moments(x_ptr, mean_ptr, m2_ptr, rows, cols, num_chunks, CHUNK: tl.co
             mean = mean + delta * (n_tile / total)
             m2 = m2 + tile_m2 + delta * delta * (count * n_tile / total)
             count = total
+    return mean, m2
+
+
+@triton.jit
+def _row_mean_rstd(mean_ptr, m2_ptr, num_chunks, cols, eps, CHUNK, BLOCK_P: tl.constexpr):
+    """Merge a row's chunk moments (every chunk but the last holds CHUNK elements) into its mean and 1/std."""
+    i = tl.arange(0, BLOCK_P)
+    i_mask = i < num_chunks
+    counts = tl.where(i_mask, tl.minimum(cols - i * CHUNK, CHUNK), 0).to(tl.float32)
+    means = tl.load(mean_ptr + i, mask=i_mask, other=0.0, volatile=True)
+    m2s = tl.load(m2_ptr + i, mask=i_mask, other=0.0, volatile=True)
+    mean = tl.sum(counts * means, axis=0) / cols
+    dev = tl.where(i_mask, means - mean, 0.0)
+    var = (tl.sum(m2s, axis=0) + tl.sum(counts * dev * dev, axis=0)) / cols
+    return mean, 1.0 / tl.sqrt_rn(var + eps)
+
+
+@triton.jit
+def _meet(arrived_ptr, count, POLL_LOAD: tl.constexpr):
+    """Release this program's stores, then wait until count programs have arrived at the same counter.
+    POLL_LOAD: poll with plain (volatile) loads, which do not queue behind each other at the counter's L2 slice as
+    atomics do, and take the acquire once the count is complete."""
+    tl.debug_barrier()  # every thread's stores are done before the release below
+    tl.atomic_add(arrived_ptr, 1, sem="release")
+    if POLL_LOAD:
+        while tl.load(arrived_ptr, volatile=True) < count:
+            pass
+        tl.atomic_add(arrived_ptr, 0, sem="acquire")
+    else:
+        while tl.atomic_add(arrived_ptr, 0, sem="acquire") < count:
+            pass
+    tl.debug_barrier()
+
+
+@triton.jit
+def _hold_layer_norm(
+    x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, m2_ptr, arrived_ptr, rows, cols, eps,
+    SLICE: tl.constexpr, BLOCK_P: tl.constexpr, POLL_LOAD: tl.constexpr,
+):  # fmt: skip
+    # All programs take one row at a time, each its own slice, kept in registers from the load to the store: x is
+    # read from HBM once and never re-read; weight and bias (the same slice for every row) are kept in L2.
+    pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
+    c = pid * SLICE + tl.arange(0, SLICE)
+    mask = c < cols
+    n = tl.minimum(cols - pid * SLICE, SLICE).to(tl.float32)
+    for row in range(rows):
+        row_start = tl.cast(row, tl.int64) * cols
+        x = tl.load(x_ptr + row_start + c, mask=mask, other=0.0, eviction_policy="evict_first")
+        part_mean = tl.sum(x, axis=0) / n
+        dev = tl.where(mask, x - part_mean, 0.0)
+        tl.store(mean_ptr + row * nprog + pid, part_mean)
+        tl.store(m2_ptr + row * nprog + pid, tl.sum(dev * dev, axis=0))
+        _meet(arrived_ptr + row, nprog, POLL_LOAD)
+        mean, rstd = _row_mean_rstd(mean_ptr + row * nprog, m2_ptr + row * nprog, nprog, cols, eps, SLICE, BLOCK_P)
+        w = tl.load(w_ptr + c, mask=mask, other=0.0, eviction_policy="evict_last")
+        b = tl.load(b_ptr + c, mask=mask, other=0.0, eviction_policy="evict_last")
+        tl.store(y_ptr + row_start + c, (x - mean) * rstd * w + b, mask=mask, cache_modifier=".cs")
+
+
+@triton.jit
+def _l2_layer_norm(
+    x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, m2_ptr, arrived_ptr, rows, cols, eps,
+    SLICE: tl.constexpr, BLOCK: tl.constexpr, BLOCK_P: tl.constexpr, POLL_LOAD: tl.constexpr,
+):  # fmt: skip
+    # As _hold_layer_norm, but each slice is walked in tiles and re-read for the normalisation: from L2 if the row
+    # (evict_last on the first read) and weight and bias all stay there.
+    pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
+    start = pid * SLICE
+    for row in range(rows):
+        row_start = tl.cast(row, tl.int64) * cols
+        part_mean, part_m2 = _moments(x_ptr + row_start, start, SLICE, cols, BLOCK, True)
+        tl.store(mean_ptr + row * nprog + pid, part_mean)
+        tl.store(m2_ptr + row * nprog + pid, part_m2)
+        _meet(arrived_ptr + row, nprog, POLL_LOAD)
+        mean, rstd = _row_mean_rstd(mean_ptr + row * nprog, m2_ptr + row * nprog, nprog, cols, eps, SLICE, BLOCK_P)
+        for i in range(0, SLICE // BLOCK):  # last tiles first: the most recently read
+            c = start + SLICE - (i + 1) * BLOCK + tl.arange(0, BLOCK)
+            mask = c < cols
+            x = tl.load(x_ptr + row_start + c, mask=mask, other=0.0, eviction_policy="evict_first")
+            w = tl.load(w_ptr + c, mask=mask, other=0.0, eviction_policy="evict_last")
+            b = tl.load(b_ptr + c, mask=mask, other=0.0, eviction_policy="evict_last")
+            tl.store(y_ptr + row_start + c, (x - mean) * rstd * w + b, mask=mask, cache_modifier=".cs")
+
+
+@triton.jit
+def _fill_zero(ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(ptr + offs, tl.zeros([BLOCK], dtype=tl.int32), mask=offs < n)
+
+
+@triton.jit
+def _chunk_moments(x_ptr, mean_ptr, m2_ptr, rows, cols, num_chunks, CHUNK: tl.constexpr, BLOCK: tl.constexpr):
+    # chunk-major order, as in _normalize
+    chunk = tl.program_id(0) // rows
+    row = tl.program_id(0) % rows
+    mean, m2 = _moments(x_ptr + row.to(tl.int64) * cols, chunk * CHUNK, CHUNK, cols, BLOCK, False)
     tl.store(mean_ptr + row * num_chunks + chunk, mean)
     tl.store(m2_ptr + row * num_chunks + chunk, m2)
 
@@ -66,16 +175,9 @@ def _normalize(
     chunk = pid // rows
     row = pid % rows
     chunk_start = chunk * CHUNK
-    # merge the row's chunk moments: every chunk but the last holds CHUNK elements
-    i = tl.arange(0, BLOCK_P)
-    i_mask = i < num_chunks
-    counts = tl.where(i_mask, tl.minimum(cols - i * CHUNK, CHUNK), 0).to(tl.float32)
-    means = tl.load(mean_ptr + row * num_chunks + i, mask=i_mask, other=0.0)
-    m2s = tl.load(m2_ptr + row * num_chunks + i, mask=i_mask, other=0.0)
-    mean = tl.sum(counts * means, axis=0) / cols
-    dev = tl.where(i_mask, means - mean, 0.0)
-    var = (tl.sum(m2s, axis=0) + tl.sum(counts * dev * dev, axis=0)) / cols
-    rstd = 1.0 / tl.sqrt_rn(var + eps)
+    mean, rstd = _row_mean_rstd(
+        mean_ptr + row * num_chunks, m2_ptr + row * num_chunks, num_chunks, cols, eps, CHUNK, BLOCK_P
+    )
     row_start = row.to(tl.int64) * cols
     for off in range(0, CHUNK, BLOCK):
         c = chunk_start + off + tl.arange(0, BLOCK)
@@ -84,6 +186,50 @@ def _normalize(
         w = tl.load(w_ptr + c, mask=mask, other=0.0)
         b = tl.load(b_ptr + c, mask=mask, other=0.0)
         tl.store(y_ptr + row_start + c, (x - mean) * rstd * w + b, mask=mask)
+
+
+def _num_sms(device: torch.device) -> int:
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return 1
+
+
+def _max_registers(cfg: dict) -> int:
+    """Registers per thread that let programs_per_sm programs share an SM (65536 registers), so that the
+    cooperative launch fits; ptxas spills rather than exceed it."""
+    return min(255, 65536 // (32 * cfg["num_warps"] * cfg["programs_per_sm"]) // 8 * 8)
+
+
+def programs_per_row(cfg: dict, cols: int) -> int:
+    """How many programs of a cooperative variant meet for one row (they must run at the same time)."""
+    if cfg["mode"] == "two_pass":
+        return 1
+    return triton.cdiv(cols, min(cfg["SLICE"], triton.next_power_of_2(cols)))
+
+
+def _launch_coop(x, w, b, y, rows, cols, eps, cfg) -> bool:
+    """One cooperative launch, all programs on one row at a time; False (nothing launched) when a row needs more
+    programs than the GPU holds at once."""
+    slice_len = min(cfg["SLICE"], triton.next_power_of_2(cols))
+    block = min(cfg["BLOCK"], slice_len)
+    programs = triton.cdiv(cols, slice_len)
+    if programs > _num_sms(x.device) * cfg["programs_per_sm"]:
+        return False
+    means = torch.empty(rows * programs, device=x.device, dtype=torch.float32)
+    m2s = torch.empty(rows * programs, device=x.device, dtype=torch.float32)
+    arrived = torch.empty(rows, device=x.device, dtype=torch.int32)
+    _fill_zero[(triton.cdiv(rows, 1024),)](arrived, rows, BLOCK=1024)
+    args = (x, w, b, y, means, m2s, arrived, rows, cols, eps)
+    launch = {
+        "POLL_LOAD": cfg["poll_load"], "num_warps": cfg["num_warps"], "maxnreg": _max_registers(cfg),
+        "launch_cooperative_grid": True,
+    }  # fmt: skip
+    block_p = triton.next_power_of_2(programs)
+    if cfg["mode"] == "hold":
+        _hold_layer_norm[(programs,)](*args, SLICE=slice_len, BLOCK_P=block_p, **launch)
+    else:
+        _l2_layer_norm[(programs,)](*args, SLICE=slice_len, BLOCK=block, BLOCK_P=block_p, **launch)
+    return True
 
 
 def layer_norm(
@@ -96,6 +242,10 @@ def layer_norm(
     rows = x.numel() // cols
     y = torch.empty_like(x)
     cfg = VARIANTS[variant or ("interpret" if _INTERPRET else "default")]
+    if cfg["mode"] != "two_pass":
+        if _launch_coop(x, w, b, y, rows, cols, eps, cfg):
+            return y
+        cfg = VARIANTS["c2048_b2048_w4"]  # rows too long to be held by the GPU at once
     chunk = min(cfg["CHUNK"], triton.cdiv(cols, cfg["BLOCK"]) * cfg["BLOCK"])
     chunks = triton.cdiv(cols, chunk)
     means = torch.empty(rows * chunks, device=x.device, dtype=torch.float32)

@@ -32,10 +32,27 @@ def _coop(chunks, programs_per_sm, block, warps, lookahead=False, hints=True):
     }  # fmt: skip
 
 
+def _hold(slice_len, programs_per_sm, warps, hints=True, lookahead=False, poll_load=False):
+    return {
+        "mode": "hold", "SLICE": slice_len, "programs_per_sm": programs_per_sm, "num_warps": warps, "hints": hints,
+        "lookahead": lookahead, "poll_load": poll_load,
+    }  # fmt: skip
+
+
 # coop: chunks per row x programs per SM set the rows in flight (SMs x programs_per_sm / chunks); their input and
 # output must stay within L2 (60 MB) for the re-read to hit it (with lookahead: two rows' input and one's output)
 VARIANTS = {
     "default": _coop(48, 4, 8192, 8),
+    "hold_s32768_w16_p1": _hold(32768, 1, 16),
+    "hold_s32768_w16_p1_poll": _hold(32768, 1, 16, poll_load=True),
+    "hold_s8192_w8_p4": _hold(8192, 4, 8),
+    "hold_s8192_w8_p4_poll": _hold(8192, 4, 8, poll_load=True),
+    "ahead_s16384_w16_p1": _hold(16384, 1, 16, lookahead=True),
+    "ahead_s16384_w16_p1_poll": _hold(16384, 1, 16, lookahead=True, poll_load=True),
+    "ahead_s8192_w8_p2": _hold(8192, 2, 8, lookahead=True),
+    "ahead_s4096_w4_p4_poll": _hold(4096, 4, 4, lookahead=True, poll_load=True),
+    "ahead_s8192_w8_p2_poll": _hold(8192, 2, 8, lookahead=True, poll_load=True),
+    "ahead_s16384_w32_p1_poll": _hold(16384, 1, 32, lookahead=True, poll_load=True),
     "coop_c48_p4_b8192_nohints": _coop(48, 4, 8192, 8, hints=False),
     "coop_c24_p2_b8192": _coop(24, 2, 8192, 8),
     "coop_c96_p8_b4096_w4": _coop(96, 8, 4096, 4),
@@ -43,6 +60,8 @@ VARIANTS = {
     "lookahead_c48_p4_b4096": _coop(48, 4, 4096, 8, lookahead=True),
     "split_c48": {"mode": "split", "chunks": 48, "BLOCK": 4096, "num_warps": 8},
     "interpret": {"mode": "split", "chunks": 3, "BLOCK": 64, "num_warps": 4},
+    "interpret_hold": _hold(1024, 2, 4),
+    "interpret_hold_ahead": _hold(1024, 2, 4, lookahead=True, poll_load=True),
     "interpret_coop": _coop(1, 2, 64, 4),
     "interpret_coop_lookahead": _coop(1, 2, 64, 4, lookahead=True),
 }
@@ -149,10 +168,107 @@ def _coop_log_softmax(
             _write_chunk(x_ptr, y_ptr, row_start, chunk_start, chunk_len, cols, lse, BLOCK, HINTS)
 
 
+@triton.jit
+def _meet(arrived_ptr, count, POLL_LOAD: tl.constexpr):
+    """Release this program's stores, then wait until count programs have arrived at the same counter.
+    POLL_LOAD: poll with plain (volatile) loads, which do not queue behind each other at the counter's L2 slice as
+    atomics do, and take the acquire once the count is complete."""
+    tl.debug_barrier()  # every thread's stores are done before the release below
+    tl.atomic_add(arrived_ptr, 1, sem="release")
+    if POLL_LOAD:
+        while tl.load(arrived_ptr, volatile=True) < count:
+            pass
+        tl.atomic_add(arrived_ptr, 0, sem="acquire")
+    else:
+        while tl.atomic_add(arrived_ptr, 0, sem="acquire") < count:
+            pass
+    tl.debug_barrier()
+
+
+@triton.jit
+def _load_slice(x_ptr, row, rows, cols, c, mask, HINTS: tl.constexpr):
+    return tl.load(
+        x_ptr + tl.cast(row, tl.int64) * cols + c,
+        mask=mask & (row < rows),
+        other=float("-inf"),
+        eviction_policy="evict_first" if HINTS else "",
+    )
+
+
+@triton.jit
+def _hold_log_softmax(
+    x_ptr, y_ptr, max_ptr, sum_ptr, arrived_ptr, rows, cols, num_chunks, num_slots,
+    SLICE: tl.constexpr, BLOCK_P: tl.constexpr, HINTS: tl.constexpr, LOOKAHEAD: tl.constexpr,
+    POLL_LOAD: tl.constexpr,
+):  # fmt: skip
+    # Each program keeps its slice of the row in registers from the load to the store, so x is read once and the
+    # L2 holds nothing but the partials; the rows of the other slots keep HBM busy while one slot meets. LOOKAHEAD:
+    # the slice of the slot's next row is loaded (into a second set of registers) before the meeting, so the
+    # program's loads stay in flight while it waits.
+    pid = tl.program_id(0)
+    slot = pid // num_chunks
+    chunk = pid % num_chunks
+    c = chunk * SLICE + tl.arange(0, SLICE)
+    mask = c < cols
+    if LOOKAHEAD:
+        x_next = _load_slice(x_ptr, slot, rows, cols, c, mask, HINTS)
+    for row in range(slot, rows, num_slots):
+        if LOOKAHEAD:
+            x = x_next
+        else:
+            x = _load_slice(x_ptr, row, rows, cols, c, mask, HINTS)
+        m = tl.max(x, axis=0)
+        safe_m = tl.where(m == float("-inf"), 0.0, m)  # a slice of only -inf keeps finite arithmetic
+        tl.store(max_ptr + row * num_chunks + chunk, m)
+        tl.store(sum_ptr + row * num_chunks + chunk, tl.sum(tl.exp(x - safe_m), axis=0))
+        if LOOKAHEAD:
+            x_next = _load_slice(x_ptr, row + num_slots, rows, cols, c, mask, HINTS)
+        _meet(arrived_ptr + row, num_chunks, POLL_LOAD)
+        lse = _row_lse(max_ptr + row * num_chunks, sum_ptr + row * num_chunks, num_chunks, BLOCK_P)
+        y_ptrs = y_ptr + tl.cast(row, tl.int64) * cols + c
+        tl.store(y_ptrs, x - lse, mask=mask, cache_modifier=".cs" if HINTS else "")
+
+
 def _num_sms(device: torch.device) -> int:
     if device.type == "cuda":
         return torch.cuda.get_device_properties(device).multi_processor_count
     return 1
+
+
+def _max_registers(cfg) -> int:
+    """Registers per thread that let programs_per_sm programs share an SM (65536 registers), so that the
+    cooperative launch fits; ptxas spills rather than exceed it."""
+    return min(255, 65536 // (32 * cfg["num_warps"] * cfg["programs_per_sm"]) // 8 * 8)
+
+
+def programs_per_row(cfg: dict, cols: int) -> int:
+    """How many programs of a cooperative variant meet for one row (they must run at the same time)."""
+    if cfg["mode"] == "hold":
+        return triton.cdiv(cols, min(cfg["SLICE"], triton.next_power_of_2(cols)))
+    if cfg["mode"] == "coop":
+        return min(cfg["chunks"], triton.cdiv(cols, cfg["BLOCK"]))
+    return 1
+
+
+def _launch_hold(x: torch.Tensor, y: torch.Tensor, cfg: dict) -> bool:
+    """Run the register-holding kernel; False (nothing launched) when one row needs more programs than fit."""
+    rows, cols = x.shape
+    slice_len = min(cfg["SLICE"], triton.next_power_of_2(cols))
+    chunks = triton.cdiv(cols, slice_len)
+    slots = min(rows, _num_sms(x.device) * cfg["programs_per_sm"] // chunks)
+    if slots == 0:
+        return False
+    maxes = torch.empty(rows * chunks, device=x.device, dtype=torch.float32)
+    sums = torch.empty(rows * chunks, device=x.device, dtype=torch.float32)
+    arrived = torch.empty(rows, device=x.device, dtype=torch.int32)
+    _fill_zero[(triton.cdiv(rows, 1024),)](arrived, rows, BLOCK=1024)
+    _hold_log_softmax[(slots * chunks,)](
+        x, y, maxes, sums, arrived, rows, cols, chunks, slots,
+        SLICE=slice_len, BLOCK_P=triton.next_power_of_2(chunks), HINTS=cfg["hints"], LOOKAHEAD=cfg["lookahead"],
+        POLL_LOAD=cfg["poll_load"],
+        num_warps=cfg["num_warps"], maxnreg=_max_registers(cfg), launch_cooperative_grid=True,
+    )  # fmt: skip
+    return True
 
 
 def log_softmax_rows(x: torch.Tensor, variant: str | None = None) -> torch.Tensor:
@@ -163,6 +279,10 @@ def log_softmax_rows(x: torch.Tensor, variant: str | None = None) -> torch.Tenso
     rows, cols = x.shape
     y = torch.empty_like(x)
     cfg = VARIANTS[variant or ("interpret" if _INTERPRET else "default")]
+    if cfg["mode"] == "hold":
+        if _launch_hold(x, y, cfg):
+            return y
+        cfg = VARIANTS["default"]  # a row longer than the registers of the whole GPU: stream it through L2 instead
     block = cfg["BLOCK"]
     chunks = max(1, min(cfg["chunks"], triton.cdiv(cols, block)))
     # chunk length a multiple of BLOCK keeps every chunk's loads aligned

@@ -26,20 +26,45 @@ VARIANTS = {
     "b2048_w4": {"BLOCK": 2048, "num_warps": 4},
     "b4096_w8": {"BLOCK": 4096, "num_warps": 8},
     "b8192_w8": {"BLOCK": 8192, "num_warps": 8},
+    "stream_b1024_w4": {"BLOCK": 1024, "num_warps": 4, "stream": True},
+    "stream_b2048_w4": {"BLOCK": 2048, "num_warps": 4, "stream": True},
+    "stream_b4096_w8": {"BLOCK": 4096, "num_warps": 8, "stream": True},
+    "stream_b2048_w8": {"BLOCK": 2048, "num_warps": 8, "stream": True},
+    "persist_b2048_w8_p8": {"BLOCK": 2048, "num_warps": 8, "stream": True, "programs_per_sm": 8},
+    "persist_b4096_w8_p4": {"BLOCK": 4096, "num_warps": 8, "stream": True, "programs_per_sm": 4},
+    "persist_b1024_w4_p16": {"BLOCK": 1024, "num_warps": 4, "stream": True, "programs_per_sm": 16},
     "interpret": {"BLOCK": 256, "num_warps": 4},
+    "interpret_persist": {"BLOCK": 64, "num_warps": 4, "stream": True, "programs_per_sm": 3},
 }
 
 
 @triton.jit
-def _gelu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr, WIDE: tl.constexpr):
+def _gelu_tile(x_ptr, y_ptr, offs, n, STREAM: tl.constexpr):
+    mask = offs < n
+    # STREAM: each byte is touched once, so neither the input nor the output should take L2 space from the other
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_first" if STREAM else "")
+    u = _SQRT_2_OVER_PI * (x + 0.044715 * (x * x * x))
+    tl.store(y_ptr + offs, x / (1.0 + tl.exp(-2.0 * u)), mask=mask, cache_modifier=".cs" if STREAM else "")
+
+
+@triton.jit
+def _gelu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr, WIDE: tl.constexpr, STREAM: tl.constexpr = False):
     pid = tl.program_id(0)
     if WIDE:  # 64-bit offsets only where the tensor needs them; 32-bit ones cost fewer instructions
         pid = pid.to(tl.int64)
-    offs = pid * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
-    u = _SQRT_2_OVER_PI * (x + 0.044715 * (x * x * x))
-    tl.store(y_ptr + offs, x / (1.0 + tl.exp(-2.0 * u)), mask=mask)
+    _gelu_tile(x_ptr, y_ptr, pid * BLOCK + tl.arange(0, BLOCK), n, STREAM)
+
+
+@triton.jit
+def _gelu_persistent(x_ptr, y_ptr, n, BLOCK: tl.constexpr, WIDE: tl.constexpr, STREAM: tl.constexpr):
+    # a fixed grid walking the tiles: no per-tile block launch, the next tile's loads issued by a live program
+    tiles = tl.cdiv(n, BLOCK)
+    for tile in range(tl.program_id(0), tiles, tl.num_programs(0)):
+        if WIDE:
+            start = tile.to(tl.int64) * BLOCK
+        else:
+            start = tile * BLOCK
+        _gelu_tile(x_ptr, y_ptr, start + tl.arange(0, BLOCK), n, STREAM)
 
 
 _gelu_autotuned = triton.autotune(
@@ -60,9 +85,15 @@ def new_gelu(x: torch.Tensor, variant: str | None = None) -> torch.Tensor:
     wide = n + 8192 > _INT32_MAX
     if cfg.get("autotune"):
         _gelu_autotuned[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, n, WIDE=wide)
+    elif "programs_per_sm" in cfg:
+        sms = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 1
+        grid = (max(1, min(triton.cdiv(n, cfg["BLOCK"]), sms * cfg["programs_per_sm"])),)
+        _gelu_persistent[grid](x, y, n, BLOCK=cfg["BLOCK"], WIDE=wide, STREAM=True, num_warps=cfg["num_warps"])
     else:
         grid = (triton.cdiv(n, cfg["BLOCK"]),)
-        _gelu_kernel[grid](x, y, n, BLOCK=cfg["BLOCK"], WIDE=wide, num_warps=cfg["num_warps"])
+        _gelu_kernel[grid](
+            x, y, n, BLOCK=cfg["BLOCK"], WIDE=wide, STREAM=cfg.get("stream", False), num_warps=cfg["num_warps"]
+        )
     return y
 
 

@@ -50,11 +50,15 @@ def test_new_gelu_is_monotonic_for_positive_inputs(gen):
     assert (out.reshape(-1).diff() >= 0).all()
 
 
-@pytest.mark.parametrize("variant", ["interpret", "interpret_coop", "interpret_coop_lookahead"])
-@pytest.mark.parametrize("shape", [(1, 1), (1, 300), (4, 1025), (7, 64)])
+@pytest.mark.parametrize(
+    "variant", ["interpret", "interpret_coop", "interpret_coop_lookahead", "interpret_hold", "interpret_hold_ahead"]
+)
+@pytest.mark.parametrize("shape", [(1, 1), (1, 300), (4, 1025), (7, 64), (5, 1024)])
 def test_log_softmax_rows_logsumexp_to_zero(shape, variant, gen):
     x = torch.randn(shape, generator=gen) * 30  # large spread: the max subtraction matters
     route = load_route("log_softmax")
+    if route.programs_per_row(route.VARIANTS[variant], shape[1]) > 1:
+        pytest.skip("programs that wait for each other cannot run one after another in the interpreter")
     model = route.ModelNew(1)
     model.variant = variant
     with torch.no_grad():
@@ -81,14 +85,16 @@ def test_rms_norm_shapes(shape, gen):
     torch.testing.assert_close(ms[big], torch.ones_like(ms[big]), rtol=1e-3, atol=0)
 
 
+@pytest.mark.parametrize("variant", ["interpret", "interpret_hold", "interpret_l2"])
 @pytest.mark.parametrize(
     "x_shape,normalized", [((3, 5, 7), (5, 7)), ((2, 600), (600,)), ((1, 1), (1,)), ((4, 2, 129), (2, 129))]
 )
-def test_layer_norm_shapes(x_shape, normalized, gen):
+def test_layer_norm_shapes(x_shape, normalized, variant, gen):
     x = torch.randn(x_shape, generator=gen) * 3 + 5
     problem = load_problem("layer_norm")
     ref = problem.Model(normalized)
     ours = load_route("layer_norm").ModelNew(normalized)
+    ours.variant = variant
     with torch.no_grad():
         out_default = ours(x)
         ref.ln.weight.copy_(torch.randn(normalized, generator=gen))
