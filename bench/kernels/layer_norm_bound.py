@@ -40,9 +40,9 @@ def _copy(x_ptr, y_ptr, rows, cols, SLICE: tl.constexpr):
 
 
 @triton.jit
-def _meetings(arrived_ptr, rows, POLL_LOAD: tl.constexpr):
+def _meetings(arrived_ptr, rows):
     for row in range(rows):
-        ln._meet(arrived_ptr + row, tl.num_programs(0), POLL_LOAD)
+        ln._meet(arrived_ptr + row, tl.num_programs(0))
 
 
 @triton.jit
@@ -72,7 +72,7 @@ def _no_params(x_ptr, y_ptr, mean_ptr, m2_ptr, arrived_ptr, rows, cols, SLICE: t
         dev = tl.where(mask, x - part_mean, 0.0)
         tl.store(mean_ptr + row * nprog + pid, part_mean)
         tl.store(m2_ptr + row * nprog + pid, tl.sum(dev * dev, axis=0))
-        ln._meet(arrived_ptr + row, nprog, True)
+        ln._meet(arrived_ptr + row, nprog)
         mean, rstd = ln._row_mean_rstd(mean_ptr + row * nprog, m2_ptr + row * nprog, nprog, cols, 1e-5, SLICE, BLOCK_P)
         tl.store(y_ptr + row_start + c, (x - mean) * rstd, mask=mask, cache_modifier=".cs")
 
@@ -89,9 +89,9 @@ def measure(timer, x, y, w, b, slice_len: int, warps: int, per_sm: int, runs: in
     part = torch.empty(programs, device=device)
     block_p = triton.next_power_of_2(programs)
 
-    def meetings(poll):
+    def meetings():
         arrived.zero_()
-        _meetings[(programs,)](arrived, ROWS, POLL_LOAD=poll, **launch)
+        _meetings[(programs,)](arrived, ROWS, **launch)
 
     def no_params():
         arrived.zero_()
@@ -99,8 +99,7 @@ def measure(timer, x, y, w, b, slice_len: int, warps: int, per_sm: int, runs: in
 
     cases = {
         "copy": lambda: _copy[(programs,)](x, y, ROWS, COLS, SLICE=slice_len, **launch),
-        "meetings (atomic polls)": lambda: meetings(False),
-        "meetings (load polls)": lambda: meetings(True),
+        "meetings": meetings,
         "params from L2": lambda: _params[(programs,)](w, b, part, ROWS, COLS, 0, SLICE=slice_len, **launch),
         "no params": no_params,
         # arrived.zero_() is inside two of the timed calls: its time, to take out
@@ -126,7 +125,7 @@ def main() -> int:
         results[key] = measure(timer, x, y, w, b, slice_len, warps, per_sm, args.runs)
     model = ln.ModelNew((64, 256, 256)).to(device)
     with torch.no_grad():
-        for variant in ("default", "hold_s16384_w8_p2_poll", "hold_s32768_w32_poll"):
+        for variant in ("default", "hold_s16384_w8_p2", "hold_s16384_w8_p2_pf"):
             model.variant = None if variant == "default" else variant
             results[f"layer_norm {variant}"] = timer.median_ms(lambda: model(x.view(rows, 64, 256, 256)), args.runs)[0]
     out = {"command": "python bench/kernels/layer_norm_bound.py " + " ".join(sys.argv[1:]), "ms": results}

@@ -1,12 +1,18 @@
 """LayerNorm over the trailing ``normalized_shape`` dims with weight and bias (``nn.LayerNorm``).
 
-A row here is 4M floats (16 MB), far more than one program can hold, so each row is cut into chunks:
+A row here is 4M floats (16 MB), far more than one program can hold, so each row is cut into chunks. The default
+(``two_pass``) reads x twice:
 1. ``_chunk_moments``: each program writes its chunk's mean and sum of squared deviations (computed per tile around
    the tile's own mean and merged with Chan's formula, so no catastrophic cancellation of E[x^2] - E[x]^2);
 2. ``_normalize``: each program merges its row's chunk moments into the row mean and variance, then writes
    (x - mean) * rstd * weight + bias for its chunk. It walks the chunks in the reverse order of step 1 so its first
    reads find the last chunks of step 1 still in L2, and both walk chunk-major (all rows of chunk 0, then chunk 1,
    ...) so that each weight and bias chunk comes from HBM once and from L2 for the other rows.
+
+Variants that read x from HBM once, in one cooperative launch where all programs take one row at a time and meet
+per row: ``hold`` keeps each program's slice in registers from the load to the store (a row is half the register
+file of the GPU, so the next row cannot be loaded while this one waits), ``l2`` re-reads it from L2. Both measured
+slower than the two passes on the H200 (kernels/NOTES.md; bench/kernels/layer_norm_bound.py times their parts).
 """
 
 import os
@@ -17,12 +23,13 @@ import triton
 import triton.language as tl
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+_PTX = tl.constexpr(not _INTERPRET)
 
 
-def _coop(mode, slice_len, block, warps, programs_per_sm, poll_load=False):
+def _coop(mode, slice_len, block, warps, programs_per_sm, prefetch=False):
     return {
         "mode": mode, "SLICE": slice_len, "BLOCK": block, "num_warps": warps, "programs_per_sm": programs_per_sm,
-        "poll_load": poll_load,
+        "prefetch": prefetch,
     }  # fmt: skip
 
 
@@ -30,13 +37,11 @@ VARIANTS = {
     "default": {"mode": "two_pass", "CHUNK": 4096, "BLOCK": 2048, "num_warps": 4},
     "c2048_b2048_w4": {"mode": "two_pass", "CHUNK": 2048, "BLOCK": 2048, "num_warps": 4},
     "hold_s16384_w8_p2": _coop("hold", 16384, 16384, 8, 2),
-    "hold_s16384_w8_p2_poll": _coop("hold", 16384, 16384, 8, 2, poll_load=True),
+    "hold_s16384_w8_p2_pf": _coop("hold", 16384, 16384, 8, 2, prefetch=True),
     "hold_s32768_w32": _coop("hold", 32768, 32768, 32, 1),
-    "hold_s32768_w32_poll": _coop("hold", 32768, 32768, 32, 1, poll_load=True),
-    "l2_s16384_b4096_w8_p2_poll": _coop("l2", 16384, 4096, 8, 2, poll_load=True),
-    "l2_s32768_b4096_w16_poll": _coop("l2", 32768, 4096, 16, 1, poll_load=True),
+    "l2_s16384_b4096_w8_p2": _coop("l2", 16384, 4096, 8, 2),
     "interpret": {"mode": "two_pass", "CHUNK": 256, "BLOCK": 64, "num_warps": 4},
-    "interpret_hold": _coop("hold", 1024, 1024, 4, 1, poll_load=True),
+    "interpret_hold": _coop("hold", 1024, 1024, 4, 1, prefetch=True),
     "interpret_l2": _coop("l2", 1024, 64, 4, 1),
 }
 
@@ -80,29 +85,41 @@ def _row_mean_rstd(mean_ptr, m2_ptr, num_chunks, cols, eps, CHUNK, BLOCK_P: tl.c
 
 
 @triton.jit
-def _meet(arrived_ptr, count, POLL_LOAD: tl.constexpr):
-    """Release this program's stores, then wait until count programs have arrived at the same counter.
-    POLL_LOAD: poll with plain (volatile) loads, which do not queue behind each other at the counter's L2 slice as
-    atomics do, and take the acquire once the count is complete."""
+def _meet(arrived_ptr, count):
+    """Release this program's stores, then wait until count programs have arrived at the same counter."""
     tl.debug_barrier()  # every thread's stores are done before the release below
     tl.atomic_add(arrived_ptr, 1, sem="release")
-    if POLL_LOAD:
-        while tl.load(arrived_ptr, volatile=True) < count:
-            pass
-        tl.atomic_add(arrived_ptr, 0, sem="acquire")
-    else:
-        while tl.atomic_add(arrived_ptr, 0, sem="acquire") < count:
-            pass
+    while tl.atomic_add(arrived_ptr, 0, sem="acquire") < count:
+        pass
     tl.debug_barrier()
+
+
+@triton.jit
+def _prefetch_l2(ptr, start, length, end, BLOCK: tl.constexpr):
+    """Ask L2 to fetch (and keep: evict_last) the floats ptr[start : start + length], clipped at end, one request
+    per 32-byte sector; a hint: no register is filled and nothing waits for it. Skipped by the interpreter, which
+    has no PTX (the result does not depend on it)."""
+    if _PTX:
+        for off in range(0, length, BLOCK):
+            idx = tl.minimum(start + off + tl.arange(0, BLOCK // 8) * 8, end - 1)
+            tl.inline_asm_elementwise(
+                "prefetch.global.L2::evict_last [$1];\n\tmov.u32 $0, 0;",
+                "=r,l",
+                [ptr + idx],
+                dtype=tl.int32,
+                is_pure=False,
+                pack=1,
+            )
 
 
 @triton.jit
 def _hold_layer_norm(
     x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, m2_ptr, arrived_ptr, rows, cols, eps,
-    SLICE: tl.constexpr, BLOCK_P: tl.constexpr, POLL_LOAD: tl.constexpr,
+    SLICE: tl.constexpr, BLOCK_P: tl.constexpr, PREFETCH: tl.constexpr,
 ):  # fmt: skip
     # All programs take one row at a time, each its own slice, kept in registers from the load to the store: x is
     # read from HBM once and never re-read; weight and bias (the same slice for every row) are kept in L2.
+    # PREFETCH: the next row's slice is asked of L2 before the meeting (a hint; registers hold one row only).
     pid = tl.program_id(0)
     nprog = tl.num_programs(0)
     c = pid * SLICE + tl.arange(0, SLICE)
@@ -115,7 +132,10 @@ def _hold_layer_norm(
         dev = tl.where(mask, x - part_mean, 0.0)
         tl.store(mean_ptr + row * nprog + pid, part_mean)
         tl.store(m2_ptr + row * nprog + pid, tl.sum(dev * dev, axis=0))
-        _meet(arrived_ptr + row, nprog, POLL_LOAD)
+        if PREFETCH:  # ask L2 for this slice of the next row now, so that the HBM reads overlap the meeting
+            next_start = tl.cast(tl.minimum(row + 1, rows - 1), tl.int64) * cols
+            _prefetch_l2(x_ptr + next_start, pid * SLICE, SLICE, cols, SLICE)
+        _meet(arrived_ptr + row, nprog)
         mean, rstd = _row_mean_rstd(mean_ptr + row * nprog, m2_ptr + row * nprog, nprog, cols, eps, SLICE, BLOCK_P)
         w = tl.load(w_ptr + c, mask=mask, other=0.0, eviction_policy="evict_last")
         b = tl.load(b_ptr + c, mask=mask, other=0.0, eviction_policy="evict_last")
@@ -125,7 +145,7 @@ def _hold_layer_norm(
 @triton.jit
 def _l2_layer_norm(
     x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, m2_ptr, arrived_ptr, rows, cols, eps,
-    SLICE: tl.constexpr, BLOCK: tl.constexpr, BLOCK_P: tl.constexpr, POLL_LOAD: tl.constexpr,
+    SLICE: tl.constexpr, BLOCK: tl.constexpr, BLOCK_P: tl.constexpr,
 ):  # fmt: skip
     # As _hold_layer_norm, but each slice is walked in tiles and re-read for the normalisation: from L2 if the row
     # (evict_last on the first read) and weight and bias all stay there.
@@ -137,7 +157,7 @@ def _l2_layer_norm(
         part_mean, part_m2 = _moments(x_ptr + row_start, start, SLICE, cols, BLOCK, True)
         tl.store(mean_ptr + row * nprog + pid, part_mean)
         tl.store(m2_ptr + row * nprog + pid, part_m2)
-        _meet(arrived_ptr + row, nprog, POLL_LOAD)
+        _meet(arrived_ptr + row, nprog)
         mean, rstd = _row_mean_rstd(mean_ptr + row * nprog, m2_ptr + row * nprog, nprog, cols, eps, SLICE, BLOCK_P)
         for i in range(0, SLICE // BLOCK):  # last tiles first: the most recently read
             c = start + SLICE - (i + 1) * BLOCK + tl.arange(0, BLOCK)
@@ -220,13 +240,10 @@ def _launch_coop(x, w, b, y, rows, cols, eps, cfg) -> bool:
     arrived = torch.empty(rows, device=x.device, dtype=torch.int32)
     _fill_zero[(triton.cdiv(rows, 1024),)](arrived, rows, BLOCK=1024)
     args = (x, w, b, y, means, m2s, arrived, rows, cols, eps)
-    launch = {
-        "POLL_LOAD": cfg["poll_load"], "num_warps": cfg["num_warps"], "maxnreg": _max_registers(cfg),
-        "launch_cooperative_grid": True,
-    }  # fmt: skip
+    launch = {"num_warps": cfg["num_warps"], "maxnreg": _max_registers(cfg), "launch_cooperative_grid": True}
     block_p = triton.next_power_of_2(programs)
     if cfg["mode"] == "hold":
-        _hold_layer_norm[(programs,)](*args, SLICE=slice_len, BLOCK_P=block_p, **launch)
+        _hold_layer_norm[(programs,)](*args, SLICE=slice_len, BLOCK_P=block_p, PREFETCH=cfg["prefetch"], **launch)
     else:
         _l2_layer_norm[(programs,)](*args, SLICE=slice_len, BLOCK=block, BLOCK_P=block_p, **launch)
     return True

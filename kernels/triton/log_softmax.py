@@ -1,18 +1,22 @@
 """Log-softmax over the last dim of a 2-D tensor, ``torch.log_softmax(x, dim=1)``, for rows far longer than one
 program can hold (393216 floats = 1.5 MB a row).
 
-Two ways, both splitting each row into chunks handled by different programs:
+Three ways, all splitting each row into chunks handled by different programs:
 
-- ``coop`` (the default on a GPU): one cooperative launch of exactly as many programs as the GPU holds at once. The
-  programs of one row each reduce their chunk to (max, sum of exp), publish it, meet at a per-row counter (release /
-  acquire atomics), combine the row's partials into its log-sum-exp and then re-read their chunk -- still in L2, since
-  only a few rows are in flight -- to write x - lse. HBM sees the input once and the output once. Each program
-  first reads keep their lines in L2 (evict_last) and the second pass streams (evict_first loads, .cs stores), so
-  the output does not push the inputs still to be re-read out of L2. A lookahead option (publish the next row before
-  waiting on this one) is kept as a variant: measured slower, as it doubles the rows in flight.
+- ``hold`` (the default on a GPU): one cooperative launch of as many programs as the GPU holds at once, in slots of
+  as many programs as a row has slices. Each program loads its slice of the row into registers, reduces it to
+  (max, sum of exp), publishes that, meets the slot's other programs at a per-row counter (release / acquire
+  atomics), combines the row's partials into its log-sum-exp and writes x - lse from the same registers: HBM sees
+  the input once and the output once, and no re-read depends on L2. Before the meeting each program asks L2 to
+  prefetch its slice of the slot's next row (``prefetch.global.L2::evict_last``), so that HBM keeps reading while
+  the program waits; input loads are evict_first and output stores .cs, since neither is touched again.
+- ``coop``: the same launch and meeting, but each program walks its chunk in tiles and re-reads it from L2 to write
+  (first reads evict_last, second evict_first, stores .cs). A lookahead option (publish the next row before waiting
+  on this one) is kept as a variant: measured slower, as it doubles the rows in flight. The fallback when a row is
+  longer than the registers of the whole GPU.
 - ``split``: two launches, (max, sum of exp) per chunk, then combine + write; the input is read from HBM twice. It
-  needs no co-residency, so it is the fallback and what the CPU interpreter runs for several chunks a row (the
-  interpreter runs programs one after another, so a program waiting for another would wait forever).
+  needs no co-residency, so it is what the CPU interpreter runs for several chunks a row (the interpreter runs
+  programs one after another, so a program waiting for another would wait forever).
 """
 
 import os
@@ -23,46 +27,47 @@ import triton
 import triton.language as tl
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+_PTX = tl.constexpr(not _INTERPRET)
 
 
-def _coop(chunks, programs_per_sm, block, warps, lookahead=False, hints=True):
+def _coop(chunks, programs_per_sm, block, warps, lookahead=False, hints=True, prefetch=False):
     return {
         "mode": "coop", "chunks": chunks, "programs_per_sm": programs_per_sm, "BLOCK": block, "num_warps": warps,
-        "lookahead": lookahead, "hints": hints,
+        "lookahead": lookahead, "hints": hints, "prefetch": prefetch,
     }  # fmt: skip
 
 
-def _hold(slice_len, programs_per_sm, warps, hints=True, lookahead=False, poll_load=False):
+def _hold(slice_len, programs_per_sm, warps, hints=True, prefetch=0):
     return {
         "mode": "hold", "SLICE": slice_len, "programs_per_sm": programs_per_sm, "num_warps": warps, "hints": hints,
-        "lookahead": lookahead, "poll_load": poll_load,
+        "prefetch": prefetch,
     }  # fmt: skip
 
 
-# coop: chunks per row x programs per SM set the rows in flight (SMs x programs_per_sm / chunks); their input and
-# output must stay within L2 (60 MB) for the re-read to hit it (with lookahead: two rows' input and one's output)
+# Rows in flight = SMs x programs_per_sm / slices (or chunks) per row: 11 for the default (48 slices of 8192 floats,
+# 4 programs of 8 warps per SM: 64 registers a thread, 32 of them the slice). hold: the prefetched next rows (11 x
+# 1.5 MB) must stay in L2 (60 MB) until loaded. coop: the rows' input and output must stay within L2 for the re-read
+# to hit it (with lookahead: two rows' input and one's output).
 VARIANTS = {
-    "default": _coop(48, 4, 8192, 8),
-    "hold_s32768_w16_p1": _hold(32768, 1, 16),
-    "hold_s32768_w16_p1_poll": _hold(32768, 1, 16, poll_load=True),
+    "default": _hold(8192, 4, 8, prefetch=1),
     "hold_s8192_w8_p4": _hold(8192, 4, 8),
-    "hold_s8192_w8_p4_poll": _hold(8192, 4, 8, poll_load=True),
-    "ahead_s16384_w16_p1": _hold(16384, 1, 16, lookahead=True),
-    "ahead_s16384_w16_p1_poll": _hold(16384, 1, 16, lookahead=True, poll_load=True),
-    "ahead_s8192_w8_p2": _hold(8192, 2, 8, lookahead=True),
-    "ahead_s4096_w4_p4_poll": _hold(4096, 4, 4, lookahead=True, poll_load=True),
-    "ahead_s8192_w8_p2_poll": _hold(8192, 2, 8, lookahead=True, poll_load=True),
-    "ahead_s16384_w32_p1_poll": _hold(16384, 1, 32, lookahead=True, poll_load=True),
+    "hold_s8192_w8_p4_pf_early": _hold(8192, 4, 8, prefetch=2),
+    "hold_s8192_w8_p4_pf_nohints": _hold(8192, 4, 8, hints=False, prefetch=1),
+    "hold_s8192_w4_p4_pf": _hold(8192, 4, 4, prefetch=1),
+    "hold_s16384_w16_p2_pf": _hold(16384, 2, 16, prefetch=1),
+    "hold_s4096_w4_p8_pf": _hold(4096, 8, 4, prefetch=1),
+    "coop_c48_p4_b8192": _coop(48, 4, 8192, 8),
+    "coop_c48_p4_b8192_pf": _coop(48, 4, 8192, 8, prefetch=True),
     "coop_c48_p4_b8192_nohints": _coop(48, 4, 8192, 8, hints=False),
-    "coop_c24_p2_b8192": _coop(24, 2, 8192, 8),
     "coop_c96_p8_b4096_w4": _coop(96, 8, 4096, 4),
-    "coop_c64_p4_b2048_w4": _coop(64, 4, 2048, 4),
     "lookahead_c48_p4_b4096": _coop(48, 4, 4096, 8, lookahead=True),
     "split_c48": {"mode": "split", "chunks": 48, "BLOCK": 4096, "num_warps": 8},
     "interpret": {"mode": "split", "chunks": 3, "BLOCK": 64, "num_warps": 4},
     "interpret_hold": _hold(1024, 2, 4),
-    "interpret_hold_ahead": _hold(1024, 2, 4, lookahead=True, poll_load=True),
+    "interpret_hold_prefetch": _hold(1024, 2, 4, prefetch=1),
+    "interpret_hold_prefetch_early": _hold(1024, 2, 4, prefetch=2),
     "interpret_coop": _coop(1, 2, 64, 4),
+    "interpret_coop_prefetch": _coop(1, 2, 64, 4, prefetch=True),
     "interpret_coop_lookahead": _coop(1, 2, 64, 4, lookahead=True),
 }
 
@@ -142,6 +147,7 @@ def _fill_zero(ptr, n, BLOCK: tl.constexpr):
 def _coop_log_softmax(
     x_ptr, y_ptr, max_ptr, sum_ptr, arrived_ptr, rows, cols, num_chunks, chunk_len, num_slots,
     BLOCK: tl.constexpr, BLOCK_P: tl.constexpr, LOOKAHEAD: tl.constexpr, HINTS: tl.constexpr,
+    PREFETCH: tl.constexpr,
 ):  # fmt: skip
     pid = tl.program_id(0)
     slot = pid // num_chunks
@@ -157,6 +163,9 @@ def _coop_log_softmax(
             tl.store(sum_ptr + row * num_chunks + chunk, s)
             tl.debug_barrier()  # every thread's stores are done before the release below
             tl.atomic_add(arrived_ptr + row, 1, sem="release")
+            if PREFETCH:  # ask L2 for this chunk of the slot's next row before waiting, so that its reads hit L2
+                next_start = tl.cast(tl.minimum(row + num_slots, rows - 1), tl.int64) * cols
+                _prefetch_l2(x_ptr + next_start, chunk_start, chunk_len, cols, BLOCK)
         done = row - lag
         if done >= 0:
             arrived = tl.atomic_add(arrived_ptr + done, 0, sem="acquire")
@@ -169,64 +178,64 @@ def _coop_log_softmax(
 
 
 @triton.jit
-def _meet(arrived_ptr, count, POLL_LOAD: tl.constexpr):
-    """Release this program's stores, then wait until count programs have arrived at the same counter.
-    POLL_LOAD: poll with plain (volatile) loads, which do not queue behind each other at the counter's L2 slice as
-    atomics do, and take the acquire once the count is complete."""
+def _meet(arrived_ptr, count):
+    """Release this program's stores, then wait until count programs have arrived at the same counter."""
     tl.debug_barrier()  # every thread's stores are done before the release below
     tl.atomic_add(arrived_ptr, 1, sem="release")
-    if POLL_LOAD:
-        while tl.load(arrived_ptr, volatile=True) < count:
-            pass
-        tl.atomic_add(arrived_ptr, 0, sem="acquire")
-    else:
-        while tl.atomic_add(arrived_ptr, 0, sem="acquire") < count:
-            pass
+    while tl.atomic_add(arrived_ptr, 0, sem="acquire") < count:
+        pass
     tl.debug_barrier()
 
 
 @triton.jit
-def _load_slice(x_ptr, row, rows, cols, c, mask, HINTS: tl.constexpr):
-    return tl.load(
-        x_ptr + tl.cast(row, tl.int64) * cols + c,
-        mask=mask & (row < rows),
-        other=float("-inf"),
-        eviction_policy="evict_first" if HINTS else "",
-    )
+def _prefetch_l2(ptr, start, length, end, BLOCK: tl.constexpr):
+    """Ask L2 to fetch (and keep: evict_last) the floats ptr[start : start + length], clipped at end, one request
+    per 32-byte sector; a hint: no register is filled and nothing waits for it. Skipped by the interpreter, which
+    has no PTX (the result does not depend on it)."""
+    if _PTX:
+        for off in range(0, length, BLOCK):
+            idx = tl.minimum(start + off + tl.arange(0, BLOCK // 8) * 8, end - 1)
+            tl.inline_asm_elementwise(
+                "prefetch.global.L2::evict_last [$1];\n\tmov.u32 $0, 0;",
+                "=r,l",
+                [ptr + idx],
+                dtype=tl.int32,
+                is_pure=False,
+                pack=1,
+            )
 
 
 @triton.jit
 def _hold_log_softmax(
     x_ptr, y_ptr, max_ptr, sum_ptr, arrived_ptr, rows, cols, num_chunks, num_slots,
-    SLICE: tl.constexpr, BLOCK_P: tl.constexpr, HINTS: tl.constexpr, LOOKAHEAD: tl.constexpr,
-    POLL_LOAD: tl.constexpr,
+    SLICE: tl.constexpr, BLOCK_P: tl.constexpr, HINTS: tl.constexpr, PREFETCH: tl.constexpr,
 ):  # fmt: skip
     # Each program keeps its slice of the row in registers from the load to the store, so x is read once and the
-    # L2 holds nothing but the partials; the rows of the other slots keep HBM busy while one slot meets. LOOKAHEAD:
-    # the slice of the slot's next row is loaded (into a second set of registers) before the meeting, so the
-    # program's loads stay in flight while it waits.
+    # L2 holds nothing but the partials; the rows of the other slots keep HBM busy while one slot meets. PREFETCH
+    # asks L2 for the slice of the slot's next row, so that its load finds it there: 1 before the meeting, 2 as soon
+    # as this row's load is issued; 0 not at all.
     pid = tl.program_id(0)
     slot = pid // num_chunks
     chunk = pid % num_chunks
     c = chunk * SLICE + tl.arange(0, SLICE)
     mask = c < cols
-    if LOOKAHEAD:
-        x_next = _load_slice(x_ptr, slot, rows, cols, c, mask, HINTS)
     for row in range(slot, rows, num_slots):
-        if LOOKAHEAD:
-            x = x_next
-        else:
-            x = _load_slice(x_ptr, row, rows, cols, c, mask, HINTS)
+        row_start = tl.cast(row, tl.int64) * cols
+        x = tl.load(
+            x_ptr + row_start + c, mask=mask, other=float("-inf"), eviction_policy="evict_first" if HINTS else ""
+        )
+        next_start = tl.cast(tl.minimum(row + num_slots, rows - 1), tl.int64) * cols
+        if PREFETCH == 2:
+            _prefetch_l2(x_ptr + next_start, chunk * SLICE, SLICE, cols, SLICE)
         m = tl.max(x, axis=0)
         safe_m = tl.where(m == float("-inf"), 0.0, m)  # a slice of only -inf keeps finite arithmetic
         tl.store(max_ptr + row * num_chunks + chunk, m)
         tl.store(sum_ptr + row * num_chunks + chunk, tl.sum(tl.exp(x - safe_m), axis=0))
-        if LOOKAHEAD:
-            x_next = _load_slice(x_ptr, row + num_slots, rows, cols, c, mask, HINTS)
-        _meet(arrived_ptr + row, num_chunks, POLL_LOAD)
+        if PREFETCH == 1:
+            _prefetch_l2(x_ptr + next_start, chunk * SLICE, SLICE, cols, SLICE)
+        _meet(arrived_ptr + row, num_chunks)
         lse = _row_lse(max_ptr + row * num_chunks, sum_ptr + row * num_chunks, num_chunks, BLOCK_P)
-        y_ptrs = y_ptr + tl.cast(row, tl.int64) * cols + c
-        tl.store(y_ptrs, x - lse, mask=mask, cache_modifier=".cs" if HINTS else "")
+        tl.store(y_ptr + row_start + c, x - lse, mask=mask, cache_modifier=".cs" if HINTS else "")
 
 
 def _num_sms(device: torch.device) -> int:
@@ -264,8 +273,7 @@ def _launch_hold(x: torch.Tensor, y: torch.Tensor, cfg: dict) -> bool:
     _fill_zero[(triton.cdiv(rows, 1024),)](arrived, rows, BLOCK=1024)
     _hold_log_softmax[(slots * chunks,)](
         x, y, maxes, sums, arrived, rows, cols, chunks, slots,
-        SLICE=slice_len, BLOCK_P=triton.next_power_of_2(chunks), HINTS=cfg["hints"], LOOKAHEAD=cfg["lookahead"],
-        POLL_LOAD=cfg["poll_load"],
+        SLICE=slice_len, BLOCK_P=triton.next_power_of_2(chunks), HINTS=cfg["hints"], PREFETCH=cfg["prefetch"],
         num_warps=cfg["num_warps"], maxnreg=_max_registers(cfg), launch_cooperative_grid=True,
     )  # fmt: skip
     return True
@@ -282,7 +290,7 @@ def log_softmax_rows(x: torch.Tensor, variant: str | None = None) -> torch.Tenso
     if cfg["mode"] == "hold":
         if _launch_hold(x, y, cfg):
             return y
-        cfg = VARIANTS["default"]  # a row longer than the registers of the whole GPU: stream it through L2 instead
+        cfg = VARIANTS["coop_c48_p4_b8192"]  # a row longer than the registers of the whole GPU: through L2 instead
     block = cfg["BLOCK"]
     chunks = max(1, min(cfg["chunks"], triton.cdiv(cols, block)))
     # chunk length a multiple of BLOCK keeps every chunk's loads aligned
@@ -303,7 +311,8 @@ def log_softmax_rows(x: torch.Tensor, variant: str | None = None) -> torch.Tenso
     slots = max(1, min(rows, _num_sms(x.device) * cfg["programs_per_sm"] // chunks))
     _coop_log_softmax[(slots * chunks,)](
         x, y, maxes, sums, arrived, rows, cols, chunks, chunk_len, slots,
-        BLOCK=block, BLOCK_P=block_p, LOOKAHEAD=cfg["lookahead"], HINTS=cfg["hints"], num_warps=cfg["num_warps"],
+        BLOCK=block, BLOCK_P=block_p, LOOKAHEAD=cfg["lookahead"], HINTS=cfg["hints"], PREFETCH=cfg["prefetch"],
+        num_warps=cfg["num_warps"],
         launch_cooperative_grid=True,
     )  # fmt: skip
     return y

@@ -51,7 +51,15 @@ def test_new_gelu_is_monotonic_for_positive_inputs(gen):
 
 
 @pytest.mark.parametrize(
-    "variant", ["interpret", "interpret_coop", "interpret_coop_lookahead", "interpret_hold", "interpret_hold_ahead"]
+    "variant",
+    [
+        "interpret",
+        "interpret_coop",
+        "interpret_coop_lookahead",
+        "interpret_hold",
+        "interpret_hold_prefetch",
+        "interpret_coop_prefetch",
+    ],
 )
 @pytest.mark.parametrize("shape", [(1, 1), (1, 300), (4, 1025), (7, 64), (5, 1024)])
 def test_log_softmax_rows_logsumexp_to_zero(shape, variant, gen):
@@ -66,6 +74,15 @@ def test_log_softmax_rows_logsumexp_to_zero(shape, variant, gen):
     _close(out, torch.log_softmax(x, dim=1), rtol=1e-5, atol=1e-4)
     lse = torch.logsumexp(out.double(), dim=1)
     torch.testing.assert_close(lse, torch.zeros_like(lse), rtol=0, atol=1e-5)
+
+
+def test_log_softmax_hold_falls_back_when_a_row_does_not_fit(gen):
+    """A row needing more programs than fit at once (5 slices, room for 2 in the interpreter) goes through L2."""
+    x = torch.randn(3, 5000, generator=gen)
+    model = load_route("log_softmax").ModelNew(1)
+    model.variant = "interpret_hold"
+    with torch.no_grad():
+        _close(model(x), torch.log_softmax(x, dim=1), rtol=1e-5, atol=1e-4)
 
 
 def test_log_softmax_rejects_other_dims():
@@ -107,6 +124,15 @@ def test_layer_norm_shapes(x_shape, normalized, variant, gen):
         torch.testing.assert_close(
             rows.var(dim=1, unbiased=False), torch.ones(rows.shape[0], dtype=torch.float64), atol=1e-3, rtol=0
         )
+
+
+def test_layer_norm_hold_falls_back_when_a_row_does_not_fit(gen):
+    """A row needing more programs than fit at once (2 slices, room for 1 in the interpreter): the two passes."""
+    x = torch.randn(3, 2000, generator=gen)
+    ours = load_route("layer_norm").ModelNew((2000,))
+    ours.variant = "interpret_hold"
+    with torch.no_grad():
+        _close(ours(x), load_problem("layer_norm").Model((2000,))(x), rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("dim", [0, 1, -1])
