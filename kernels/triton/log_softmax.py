@@ -37,10 +37,10 @@ def _coop(chunks, programs_per_sm, block, warps, lookahead=False, hints=True, pr
     }  # fmt: skip
 
 
-def _hold(slice_len, programs_per_sm, warps, hints=True, prefetch=0):
+def _hold(slice_len, programs_per_sm, warps, hints=True, prefetch=0, ahead=1, pf_keep=True):
     return {
         "mode": "hold", "SLICE": slice_len, "programs_per_sm": programs_per_sm, "num_warps": warps, "hints": hints,
-        "prefetch": prefetch,
+        "prefetch": prefetch, "ahead": ahead, "pf_keep": pf_keep,
     }  # fmt: skip
 
 
@@ -52,10 +52,13 @@ VARIANTS = {
     "default": _hold(8192, 4, 8, prefetch=1),
     "hold_s8192_w8_p4": _hold(8192, 4, 8),
     "hold_s8192_w8_p4_pf_early": _hold(8192, 4, 8, prefetch=2),
+    "hold_s8192_w8_p4_pf_normal": _hold(8192, 4, 8, prefetch=1, pf_keep=False),
+    "hold_s8192_w8_p4_pf_early_normal": _hold(8192, 4, 8, prefetch=2, pf_keep=False),
+    "hold_s8192_w8_p4_pf_ahead2_normal": _hold(8192, 4, 8, prefetch=1, ahead=2, pf_keep=False),
+    "hold_s8192_w8_p4_pf_ahead2": _hold(8192, 4, 8, prefetch=1, ahead=2),
     "hold_s8192_w8_p4_pf_nohints": _hold(8192, 4, 8, hints=False, prefetch=1),
     "hold_s8192_w4_p4_pf": _hold(8192, 4, 4, prefetch=1),
     "hold_s16384_w16_p2_pf": _hold(16384, 2, 16, prefetch=1),
-    "hold_s4096_w4_p8_pf": _hold(4096, 8, 4, prefetch=1),
     "coop_c48_p4_b8192": _coop(48, 4, 8192, 8),
     "coop_c48_p4_b8192_pf": _coop(48, 4, 8192, 8, prefetch=True),
     "coop_c48_p4_b8192_nohints": _coop(48, 4, 8192, 8, hints=False),
@@ -64,8 +67,8 @@ VARIANTS = {
     "split_c48": {"mode": "split", "chunks": 48, "BLOCK": 4096, "num_warps": 8},
     "interpret": {"mode": "split", "chunks": 3, "BLOCK": 64, "num_warps": 4},
     "interpret_hold": _hold(1024, 2, 4),
-    "interpret_hold_prefetch": _hold(1024, 2, 4, prefetch=1),
-    "interpret_hold_prefetch_early": _hold(1024, 2, 4, prefetch=2),
+    "interpret_hold_prefetch": _hold(1024, 2, 4, prefetch=1, ahead=2),
+    "interpret_hold_prefetch_early": _hold(1024, 2, 4, prefetch=2, pf_keep=False),
     "interpret_coop": _coop(1, 2, 64, 4),
     "interpret_coop_prefetch": _coop(1, 2, 64, 4, prefetch=True),
     "interpret_coop_lookahead": _coop(1, 2, 64, 4, lookahead=True),
@@ -188,15 +191,17 @@ def _meet(arrived_ptr, count):
 
 
 @triton.jit
-def _prefetch_l2(ptr, start, length, end, BLOCK: tl.constexpr):
-    """Ask L2 to fetch (and keep: evict_last) the floats ptr[start : start + length], clipped at end, one request
-    per 32-byte sector; a hint: no register is filled and nothing waits for it. Skipped by the interpreter, which
-    has no PTX (the result does not depend on it)."""
+def _prefetch_l2(ptr, start, length, end, BLOCK: tl.constexpr, KEEP: tl.constexpr = True):
+    """Ask L2 to fetch the floats ptr[start : start + length], clipped at end, one request per 32-byte sector, marked
+    evict_last (KEEP) or evict_normal; a hint: no register is filled and nothing waits for it. Skipped by the
+    interpreter, which has no PTX (the result does not depend on it)."""
     if _PTX:
         for off in range(0, length, BLOCK):
             idx = tl.minimum(start + off + tl.arange(0, BLOCK // 8) * 8, end - 1)
             tl.inline_asm_elementwise(
-                "prefetch.global.L2::evict_last [$1];\n\tmov.u32 $0, 0;",
+                "prefetch.global.L2::evict_last [$1];\n\tmov.u32 $0, 0;"
+                if KEEP
+                else "prefetch.global.L2::evict_normal [$1];\n\tmov.u32 $0, 0;",
                 "=r,l",
                 [ptr + idx],
                 dtype=tl.int32,
@@ -208,12 +213,13 @@ def _prefetch_l2(ptr, start, length, end, BLOCK: tl.constexpr):
 @triton.jit
 def _hold_log_softmax(
     x_ptr, y_ptr, max_ptr, sum_ptr, arrived_ptr, rows, cols, num_chunks, num_slots,
-    SLICE: tl.constexpr, BLOCK_P: tl.constexpr, HINTS: tl.constexpr, PREFETCH: tl.constexpr,
+    SLICE: tl.constexpr, BLOCK_P: tl.constexpr, HINTS: tl.constexpr, PREFETCH: tl.constexpr, AHEAD: tl.constexpr,
+    PF_KEEP: tl.constexpr,
 ):  # fmt: skip
     # Each program keeps its slice of the row in registers from the load to the store, so x is read once and the
     # L2 holds nothing but the partials; the rows of the other slots keep HBM busy while one slot meets. PREFETCH
-    # asks L2 for the slice of the slot's next row, so that its load finds it there: 1 before the meeting, 2 as soon
-    # as this row's load is issued; 0 not at all.
+    # asks L2 for the slice of the slot's row AHEAD rows on, so that its load finds it there: 1 before the meeting,
+    # 2 as soon as this row's load is issued; 0 not at all.
     pid = tl.program_id(0)
     slot = pid // num_chunks
     chunk = pid % num_chunks
@@ -224,15 +230,15 @@ def _hold_log_softmax(
         x = tl.load(
             x_ptr + row_start + c, mask=mask, other=float("-inf"), eviction_policy="evict_first" if HINTS else ""
         )
-        next_start = tl.cast(tl.minimum(row + num_slots, rows - 1), tl.int64) * cols
+        next_start = tl.cast(tl.minimum(row + AHEAD * num_slots, rows - 1), tl.int64) * cols
         if PREFETCH == 2:
-            _prefetch_l2(x_ptr + next_start, chunk * SLICE, SLICE, cols, SLICE)
+            _prefetch_l2(x_ptr + next_start, chunk * SLICE, SLICE, cols, SLICE, PF_KEEP)
         m = tl.max(x, axis=0)
         safe_m = tl.where(m == float("-inf"), 0.0, m)  # a slice of only -inf keeps finite arithmetic
         tl.store(max_ptr + row * num_chunks + chunk, m)
         tl.store(sum_ptr + row * num_chunks + chunk, tl.sum(tl.exp(x - safe_m), axis=0))
         if PREFETCH == 1:
-            _prefetch_l2(x_ptr + next_start, chunk * SLICE, SLICE, cols, SLICE)
+            _prefetch_l2(x_ptr + next_start, chunk * SLICE, SLICE, cols, SLICE, PF_KEEP)
         _meet(arrived_ptr + row, num_chunks)
         lse = _row_lse(max_ptr + row * num_chunks, sum_ptr + row * num_chunks, num_chunks, BLOCK_P)
         tl.store(y_ptr + row_start + c, x - lse, mask=mask, cache_modifier=".cs" if HINTS else "")
@@ -274,6 +280,7 @@ def _launch_hold(x: torch.Tensor, y: torch.Tensor, cfg: dict) -> bool:
     _hold_log_softmax[(slots * chunks,)](
         x, y, maxes, sums, arrived, rows, cols, chunks, slots,
         SLICE=slice_len, BLOCK_P=triton.next_power_of_2(chunks), HINTS=cfg["hints"], PREFETCH=cfg["prefetch"],
+        AHEAD=cfg["ahead"], PF_KEEP=cfg["pf_keep"],
         num_warps=cfg["num_warps"], maxnreg=_max_registers(cfg), launch_cooperative_grid=True,
     )  # fmt: skip
     return True

@@ -4,7 +4,8 @@
 a tanh, and no cancellation in 1 + tanh(u) for negative x (more accurate than the reference there).
 
 On a GPU the block size is autotuned per size (the first call times each config): the tuned versions were within
-2 % of each other and of torch.compile, so the choice is left to the card at hand. Under the CPU interpreter, where
+2 % of each other and of torch.compile, so the choice is left to the card at hand; later calls of that size launch
+the chosen compiled kernel directly (see _TUNED). Under the CPU interpreter, where
 autotuning several configs does not work, one fixed config runs. Streaming hints (evict_first loads, .cs stores)
 and a persistent grid were measured 5-20 % slower on the H200 and are kept as variants only.
 """
@@ -23,6 +24,9 @@ _INT32_MAX = 2**31 - 1
 # name -> launch parameters; the bench times each. ModelNew runs "default" (autotuned on a GPU, "interpret" on CPU).
 VARIANTS = {
     "default": {"autotune": True},
+    "b512_w4": {"BLOCK": 512, "num_warps": 4},
+    "b512_w2": {"BLOCK": 512, "num_warps": 2},
+    "b1024_w2": {"BLOCK": 1024, "num_warps": 2},
     "b1024_w4": {"BLOCK": 1024, "num_warps": 4},
     "b2048_w4": {"BLOCK": 2048, "num_warps": 4},
     "b4096_w8": {"BLOCK": 4096, "num_warps": 8},
@@ -73,6 +77,31 @@ _gelu_autotuned = triton.autotune(
 )(_gelu_kernel)
 
 
+# (device, size, input 16-byte aligned) -> the compiled kernel the autotuner chose and its grid. Triton's JIT launcher
+# binds, specialises and looks up its arguments on every call (~20 us of host time, and the autotuner's wrapper ~10 us
+# more: bench/kernels/launch_overhead.py), which counts when each call is timed from an idle GPU, as the verifier
+# does; the compiled kernel is launched directly instead. The key holds what Triton specialises the kernel on (the
+# size and the pointers' alignment; the output is a fresh allocation, always aligned), so a cached kernel is only
+# reused where the JIT launcher would pick the same one.
+_TUNED: dict = {}
+
+
+def _launch_tuned(x: torch.Tensor, y: torch.Tensor, n: int, wide: bool) -> None:
+    key = (x.device.index, n, x.data_ptr() % 16 == 0)
+    entry = _TUNED.get(key)
+    if entry is not None:
+        compiled, grid, block = entry
+        compiled[grid](x, y, n, block, wide, False)
+        return
+    _gelu_autotuned[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, n, WIDE=wide)  # times the configs once
+    best = _gelu_autotuned.best_config
+    block = best.kwargs["BLOCK"]
+    grid = (triton.cdiv(n, block), 1, 1)
+    # the chosen config through the ordinary launch once more (same output), to get hold of its compiled kernel
+    compiled = _gelu_kernel[grid](x, y, n, BLOCK=block, WIDE=wide, STREAM=False, num_warps=best.num_warps)
+    _TUNED[key] = (compiled, grid, block)
+
+
 def new_gelu(x: torch.Tensor, variant: str | None = None) -> torch.Tensor:
     x = x.contiguous()
     y = torch.empty_like(x)
@@ -80,7 +109,7 @@ def new_gelu(x: torch.Tensor, variant: str | None = None) -> torch.Tensor:
     n = x.numel()
     wide = n + 8192 > _INT32_MAX
     if cfg.get("autotune"):
-        _gelu_autotuned[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, n, WIDE=wide)
+        _launch_tuned(x, y, n, wide)
     elif "programs_per_sm" in cfg:
         sms = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 1
         grid = (max(1, min(triton.cdiv(n, cfg["BLOCK"]), sms * cfg["programs_per_sm"])),)
