@@ -166,10 +166,12 @@ async def test_postgres_restarted(stack, tokens, stubs, verifier_stopped):
     await clone.push_metrics(stubs.ingest, 1.21)
     running = [name for name, proc in stack.procs.items() if proc.poll() is None]
     stack.postgres.stop("fast")
-    # Refused while the log is down (today as UNKNOWN "Unexpected ConnectionRefusedError", not UNAVAILABLE: reported),
-    # and nothing of it is half-written: the next push starts from the hosted head.
-    with pytest.raises(grpc.RpcError):
+    # Refused while the log is down, as UNAVAILABLE naming the log, and nothing of it is half-written: the next push
+    # starts from the hosted head.
+    with pytest.raises(grpc.RpcError) as refused:
         await clone.push_metrics(stubs.ingest, 1.22)
+    assert refused.value.code() == grpc.StatusCode.UNAVAILABLE, refused.value.details()
+    assert refused.value.details().startswith("event log unavailable: "), refused.value.details()
     stack.postgres.start()
     await clone.sync(stubs.ingest)
     await push_with_retry(clone, stubs.ingest, 1.23)
