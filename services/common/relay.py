@@ -17,7 +17,7 @@ import asyncpg
 import nats.errors
 
 from services.common import bus, metrics
-from services.common.config import Settings
+from services.common.config import ServerConfig, Settings
 from services.common.eventlog import EventLog
 from services.common.logs import configure_logging, get_logger
 
@@ -31,7 +31,6 @@ TRANSIENT_ERRORS = (
     asyncpg.InterfaceError,
     asyncpg.InternalClientError,  # a connection the server closed in the middle of a message
 )
-METRICS_PORT = 9105
 
 RELAY_PUBLISHED = metrics.counter(
     "kb_relay_published_total", "Events the relay published and JetStream acked", ["stream"]
@@ -55,6 +54,7 @@ class Relay:
         poll_interval_s: float = 1.0,
         publish_timeout_s: float = 10.0,
         retry_delay_s: float = 1.0,
+        connect_timeout_s: float = 10.0,
     ):
         self.log = event_log
         self.settings = settings
@@ -62,6 +62,7 @@ class Relay:
         self.poll_interval_s = poll_interval_s
         self.publish_timeout_s = publish_timeout_s
         self.retry_delay_s = retry_delay_s
+        self.connect_timeout_s = connect_timeout_s
         self.checkpoint = 0
         self.active = asyncio.Event()  # set while this relay holds the lock and publishes
         self._stopping = asyncio.Event()
@@ -93,7 +94,7 @@ class Relay:
         nc = await bus.connect(self.settings, name="kb-relay")
         # One connection holds the advisory lock, listens, reads and writes the checkpoint: if it dies, the lock is
         # gone and so is every query this relay could still make, so a second relay can never publish beside it.
-        conn = await asyncpg.connect(self.settings.database_url)
+        conn = await asyncpg.connect(self.settings.database_url, timeout=self.connect_timeout_s)
         try:
             js = nc.jetstream(publish_async_max_pending=self.batch_size)
             await bus.ensure_stream(js, self.settings)
@@ -176,14 +177,24 @@ async def main(argv=None) -> None:
     )
     parser.add_argument("--batch-size", type=int, default=1000)
     parser.add_argument("--poll-interval", type=float, default=1.0, help="seconds between polls when no NOTIFY comes")
-    parser.add_argument("--metrics-port", type=int, default=METRICS_PORT, help="Prometheus /metrics (0: none)")
+    parser.add_argument(
+        "--metrics-port", type=int, help="Prometheus /metrics (0: none; default KB_RELAY_METRICS_PORT, else 9105)"
+    )
     args = parser.parse_args(argv)
     configure_logging("relay")
     settings = Settings.from_env()
-    if args.metrics_port:
-        metrics.start_metrics_server(args.metrics_port)
-    event_log = await EventLog.connect(settings.database_url, min_size=1, max_size=2)
-    relay = Relay(event_log, settings, batch_size=args.batch_size, poll_interval_s=args.poll_interval)
+    server = ServerConfig.from_env("relay")
+    metrics_port = server.metrics_port if args.metrics_port is None else args.metrics_port
+    if metrics_port:
+        metrics.start_metrics_server(metrics_port)
+    event_log = await EventLog.connect(settings.database_url, **server.pool_options())
+    relay = Relay(
+        event_log,
+        settings,
+        batch_size=args.batch_size,
+        poll_interval_s=args.poll_interval,
+        connect_timeout_s=server.pg_connect_timeout_s,
+    )
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, lambda: asyncio.ensure_future(relay.stop()))
