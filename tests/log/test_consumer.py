@@ -8,7 +8,7 @@ import pytest
 from kernelboard.v1 import events_pb2 as pb
 from prometheus_client import REGISTRY
 
-from services.common.consumer import CONSUMER_DEAD_LETTERED, Consumer
+from services.common.consumer import CONSUMER_DEAD_LETTERED, CONSUMER_DEAD_LETTERS, Consumer
 from services.common.eventlog import EventLog, NewEvent
 from services.common.relay import Relay
 from tests.log.helpers import Crash, append_jobs, running, wait_for
@@ -226,9 +226,20 @@ async def test_a_poisoned_event_is_dead_lettered_and_the_consumer_moves_on(log, 
         attempts=3,
     )
     assert CONSUMER_DEAD_LETTERED.labels(name)._value.get() - dead_before == 1
+    assert dead_letters(name) == 1
     applied_positions = await applied(log, name)
     assert poison.global_position not in applied_positions
     assert {good.global_position, after.global_position, letter_position} <= set(applied_positions)
+
+    # A restarted process has no series for the consumer until it reads the count back from the log at start.
+    CONSUMER_DEAD_LETTERS.remove(name)
+    assert dead_letters(name) is None
+    await Consumer(name, log, settings, handler).catch_up()
+    assert dead_letters(name) == 1
+
+
+def dead_letters(name: str) -> float | None:
+    return REGISTRY.get_sample_value("kb_consumer_dead_letters", {"consumer": name})
 
 
 async def test_relay_and_consumer_recover_when_postgresql_drops_their_connections(log, settings, effects):
@@ -274,3 +285,4 @@ async def test_a_failing_handler_in_a_batch_leaves_the_others_applied_once(log, 
     assert [p for p in await applied(log, name) if p > start] == [a.global_position, c.global_position]
     [letter] = await log.read_stream(f"deadletter:{name}")
     assert letter.event_dead_lettered.event_id == bad.event_id and letter.event_dead_lettered.attempts == 1
+    assert dead_letters(name) == 1
