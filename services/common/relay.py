@@ -38,7 +38,12 @@ RELAY_PUBLISHED = metrics.counter(
 RELAY_DUPLICATES = metrics.counter(
     "kb_relay_duplicates_total", "Re-published events JetStream dropped as duplicates (after a crash)", ["stream"]
 )
-RELAY_LAG = metrics.gauge("kb_relay_lag_events", "Events in the log not yet published to JetStream", ["stream"])
+RELAY_LAG = metrics.gauge(
+    "kb_relay_lag_events", "Events in the log not yet published to JetStream (the active relay only)", ["stream"]
+)
+RELAY_ACTIVE = metrics.gauge(
+    "kb_relay_active", "1 while this relay holds the stream's advisory lock and publishes, 0 on standby", ["stream"]
+)
 RELAY_ERRORS = metrics.counter("kb_relay_errors_total", "Relay cycles that failed and were retried", ["stream"])
 
 log = get_logger(component="relay")
@@ -68,6 +73,7 @@ class Relay:
         self._stopping = asyncio.Event()
         self._wake = asyncio.Event()
         self._stream = settings.events_stream
+        RELAY_ACTIVE.labels(self._stream)  # the series exists (0) from the start: a standby says so
 
     async def run(self) -> None:
         """Publishes until stop(); a failed cycle (NATS or PostgreSQL gone) is logged, then retried from the
@@ -83,7 +89,7 @@ class Relay:
                 RELAY_ERRORS.labels(self._stream).inc()
                 log.exception("relay_failed_retrying", stream=self._stream, checkpoint=self.checkpoint)
             finally:
-                self.active.clear()
+                self._stand_by()
             await self._sleep(self.retry_delay_s)
 
     async def stop(self) -> None:
@@ -103,6 +109,7 @@ class Relay:
             await conn.add_listener(NOTIFY_CHANNEL, self._on_notify)
             self.checkpoint = await self._load_checkpoint(conn)
             self.active.set()
+            RELAY_ACTIVE.labels(self._stream).set(1)
             log.info("relay_active", stream=self._stream, checkpoint=self.checkpoint)
             while not self._stopping.is_set():
                 self._wake.clear()
@@ -112,6 +119,14 @@ class Relay:
         finally:
             await _close(conn)
             await nc.close()
+
+    def _stand_by(self) -> None:
+        """After the lock is lost or let go: no lag of ours any more (another relay may be publishing and reports
+        its own), so the series goes rather than stay at its last value."""
+        if self.active.is_set():
+            self.active.clear()
+            RELAY_ACTIVE.labels(self._stream).set(0)
+            RELAY_LAG.remove(self._stream)
 
     async def _acquire_lock(self, conn: asyncpg.Connection) -> bool:
         """Waits (standby) until this relay holds the stream's advisory lock; False when stopped meanwhile."""
