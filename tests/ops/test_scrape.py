@@ -40,7 +40,7 @@ OWN_METRIC = {
     "scheduler": "kb_scheduler_held_jobs",
     "verifier": "kb_verifier_queue_depth",
     "board": "kb_board_projection_lag_events",
-    "relay": "kb_relay_lag_events",
+    "relay": "kb_relay_active",
 }
 DEADLINE_S = 45
 # The real servers the tests use (the same overrides as the other suites' conftest).
