@@ -4,8 +4,9 @@ PYTHON ?= .venv/bin/python
 BOOTSTRAP_PYTHON ?= python3
 # The stack's state: logs, pid files, the hosted repository, job directories, a throwaway PostgreSQL/NATS store.
 KB_HOME ?= $(CURDIR)/.state
-# What `make test` runs; tests/e2e and tests/faults start private stacks of their own and have their own target.
-TESTS ?= tests --ignore=tests/e2e --ignore=tests/faults
+# What `make test` runs; tests/e2e and tests/faults start private stacks of their own and have their own target, and
+# tests/image builds the container image (minutes the first time): `make image-test`.
+TESTS ?= tests --ignore=tests/e2e --ignore=tests/faults --ignore=tests/image
 PYTEST_ARGS ?=
 
 # pytest exits 5 when it collected no test: that would pass a run that tested nothing, so it fails here.
@@ -14,7 +15,7 @@ $(PYTHON) -m pytest $(1) $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make: pytest collected no tests in '$(1)': failing" >&2; exit 1; fi; exit $$rc
 endef
 
-.PHONY: up down status test e2e proto lint bench
+.PHONY: up down status test e2e image image-test proto lint bench
 
 up:
 	@command -v $(BOOTSTRAP_PYTHON) >/dev/null || { apt-get update && apt-get install -y python3 python3-venv; }
@@ -35,6 +36,14 @@ e2e:
 	@test -d tests/e2e || { echo "make e2e: tests/e2e is not in this checkout" >&2; exit 1; }
 	KB_HOME=$(KB_HOME) $(BOOTSTRAP_PYTHON) deploy/local/stack.py prepare
 	@KB_HOME=$(KB_HOME) $(call strict_pytest,tests/e2e $(wildcard tests/faults))
+
+# The container image deploy/k8s runs, built with podman (deploy/container/build.sh: no Docker daemon needed; the base
+# comes from debootstrap where no registry is reachable), then started process by process against the stack.
+image:
+	deploy/container/build.sh $(or $(TAG),dev)
+
+image-test:
+	@KB_HOME=$(KB_HOME) $(call strict_pytest,tests/image)
 
 proto:
 	$(PYTHON) protos/generate.py

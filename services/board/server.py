@@ -10,7 +10,7 @@ import signal
 
 from services.board.api import add_to_server
 from services.board.projector import Projector
-from services.common.config import GRPC_PORTS, METRICS_PORTS, Settings
+from services.common.config import ServerConfig, Settings
 from services.common.consumer import Consumer
 from services.common.eventlog import EventLog
 from services.common.grpcserver import serve
@@ -54,15 +54,16 @@ def _stop_service_if_failed(task: asyncio.Task) -> None:
 
 
 async def run(settings: Settings) -> None:
-    event_log = await EventLog.connect(settings.database_url)
+    server = ServerConfig.from_env("board")
+    event_log = await EventLog.connect(settings.database_url, **server.pool_options())
     background = BoardBackground(event_log, settings)
     try:
         await background.start(exit_on_failure=True)  # caught up before the first query is taken
         await serve(
             "board",
             add_to_server(background.projector),
-            port=int(os.environ.get("KB_BOARD_PORT", GRPC_PORTS["board"])),
-            metrics_port=int(os.environ.get("KB_BOARD_METRICS_PORT", METRICS_PORTS["board"])),
+            port=server.grpc_port,
+            metrics_port=server.metrics_port,
             pool=event_log.pool,
             on_stop=[background.stop],
         )

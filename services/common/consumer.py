@@ -4,7 +4,8 @@ A consumer's effects and its checkpoint commit in one PostgreSQL transaction; a 
 that commit. A redelivered or duplicated message finds its position at or below the checkpoint and changes nothing.
 NATS only notifies: when a message's position is beyond checkpoint + 1, the consumer catches up from the log, which
 is the truth. A handler that keeps failing has its event dead-lettered (an EventDeadLettered event on the stream
-`deadletter:<consumer>`) so the consumer moves on instead of sticking.
+`deadletter:<consumer>`) so the consumer moves on instead of sticking; kb_consumer_dead_letters counts that stream,
+read from the log, so that it survives restarts and agrees across replicas.
 """
 
 import asyncio
@@ -26,6 +27,11 @@ Handler = Callable[[asyncpg.Connection, events_pb2.Event], Awaitable[None]]
 CONSUMER_PROCESSED = metrics.counter("kb_consumer_processed_total", "Events a consumer's handler applied", ["consumer"])
 CONSUMER_DEAD_LETTERED = metrics.counter(
     "kb_consumer_dead_lettered_total", "Events a consumer gave up on after its retries", ["consumer"]
+)
+CONSUMER_DEAD_LETTERS = metrics.gauge(
+    "kb_consumer_dead_letters",
+    "Events dead-lettered for the consumer as recorded in the log (stream deadletter:<consumer>), all time",
+    ["consumer"],
 )
 CONSUMER_LAG = metrics.gauge(
     "kb_consumer_lag_events", "Events in the log beyond the consumer's checkpoint", ["consumer"]
@@ -105,6 +111,8 @@ class Consumer:
             self._committed(new_checkpoint, *counts)
             if not full:
                 await self._report_lag(head)
+                # Also on every quiet poll: another replica of this consumer may have dead-lettered meanwhile.
+                await self._report_dead_letters()
                 return new_checkpoint
 
     async def run(self) -> None:
@@ -188,6 +196,8 @@ class Consumer:
         else:
             self._committed(new_checkpoint, *counts)
             await self._report_lag()
+            if counts[1]:
+                await self._report_dead_letters()
         await self._ack(messages)
 
     async def _ack(self, messages: Sequence[Msg]) -> None:
@@ -306,6 +316,9 @@ class Consumer:
         self.checkpoint = checkpoint
         CONSUMER_PROCESSED.labels(self.name).inc(processed)
         CONSUMER_DEAD_LETTERED.labels(self.name).inc(dead_lettered)
+
+    async def _report_dead_letters(self) -> None:
+        CONSUMER_DEAD_LETTERS.labels(self.name).set(await self.log.stream_version(self._deadletter_stream))
 
     async def _report_lag(self, head: int | None = None) -> None:
         head = await self.log.head_position() if head is None else head

@@ -3,7 +3,8 @@
 Every server gets: grpc.health.v1 (SERVING for each of its services and for ""), server reflection, request metrics
 (kb_grpc_*), a request id bound to the logs, the bearer-token AuthInterceptor when given a database pool, and a
 graceful shutdown on SIGTERM/SIGINT: health goes NOT_SERVING first, the server stops taking new calls and lets the
-running ones finish within a grace period, then the on_stop hooks run.
+running ones finish within a grace period, then the on_stop hooks run. A call that fails because PostgreSQL cannot
+be reached ends UNAVAILABLE ("event log unavailable: ..."), which tells a client to retry, rather than UNKNOWN.
 """
 
 import asyncio
@@ -12,9 +13,11 @@ import inspect
 import os
 import signal
 import time
+import traceback
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 
+import asyncpg
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio
@@ -76,6 +79,36 @@ def split_method(full_method: str) -> tuple[str, str]:
     return service, method
 
 
+# What losing PostgreSQL looks like to a handler: the server gone, shutting down, full, or the connection cut.
+_EVENT_LOG_LOST = (
+    asyncpg.PostgresConnectionError,
+    asyncpg.exceptions.AdminShutdownError,
+    asyncpg.exceptions.CrashShutdownError,
+    asyncpg.exceptions.CannotConnectNowError,
+    asyncpg.exceptions.TooManyConnectionsError,
+    asyncpg.InterfaceError,  # "connection is closed", "pool is closing"
+    asyncpg.InternalClientError,  # the server closed the connection in the middle of a message
+)
+
+
+def event_log_unavailable(error: BaseException) -> str | None:
+    """The UNAVAILABLE message when ``error`` means PostgreSQL could not be reached, else None.
+
+    A refused or timed-out connection is a plain OSError (ConnectionRefusedError, TimeoutError from a pool's
+    acquire): it counts when it was raised inside asyncpg, so that a git or file error keeps its own status."""
+    if isinstance(error, _EVENT_LOG_LOST) or (isinstance(error, OSError) and _raised_in(error, "asyncpg")):
+        return f"event log unavailable: {type(error).__name__}: {error}"
+    return None
+
+
+def _raised_in(error: BaseException, package: str) -> bool:
+    for frame, _line in traceback.walk_tb(error.__traceback__):
+        module = frame.f_globals.get("__name__", "")
+        if module == package or module.startswith(package + "."):
+            return True
+    return False
+
+
 def final_code(context: grpc.aio.ServicerContext, error: BaseException | None) -> grpc.StatusCode:
     # GeneratorExit: a streaming call abandoned by its client, its generator closed later.
     if isinstance(error, asyncio.CancelledError | GeneratorExit):
@@ -109,6 +142,9 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
                     yield
                 except BaseException as exc:
                     error = exc
+                    if unavailable := event_log_unavailable(exc):
+                        log.warning("rpc failed: event log unavailable", error=repr(exc))
+                        await context.abort(grpc.StatusCode.UNAVAILABLE, unavailable)
                     raise
                 finally:
                     elapsed = time.perf_counter() - started

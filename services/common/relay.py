@@ -17,7 +17,7 @@ import asyncpg
 import nats.errors
 
 from services.common import bus, metrics
-from services.common.config import Settings
+from services.common.config import ServerConfig, Settings
 from services.common.eventlog import EventLog
 from services.common.logs import configure_logging, get_logger
 
@@ -31,7 +31,6 @@ TRANSIENT_ERRORS = (
     asyncpg.InterfaceError,
     asyncpg.InternalClientError,  # a connection the server closed in the middle of a message
 )
-METRICS_PORT = 9105
 
 RELAY_PUBLISHED = metrics.counter(
     "kb_relay_published_total", "Events the relay published and JetStream acked", ["stream"]
@@ -39,7 +38,12 @@ RELAY_PUBLISHED = metrics.counter(
 RELAY_DUPLICATES = metrics.counter(
     "kb_relay_duplicates_total", "Re-published events JetStream dropped as duplicates (after a crash)", ["stream"]
 )
-RELAY_LAG = metrics.gauge("kb_relay_lag_events", "Events in the log not yet published to JetStream", ["stream"])
+RELAY_LAG = metrics.gauge(
+    "kb_relay_lag_events", "Events in the log not yet published to JetStream (the active relay only)", ["stream"]
+)
+RELAY_ACTIVE = metrics.gauge(
+    "kb_relay_active", "1 while this relay holds the stream's advisory lock and publishes, 0 on standby", ["stream"]
+)
 RELAY_ERRORS = metrics.counter("kb_relay_errors_total", "Relay cycles that failed and were retried", ["stream"])
 
 log = get_logger(component="relay")
@@ -55,6 +59,7 @@ class Relay:
         poll_interval_s: float = 1.0,
         publish_timeout_s: float = 10.0,
         retry_delay_s: float = 1.0,
+        connect_timeout_s: float = 10.0,
     ):
         self.log = event_log
         self.settings = settings
@@ -62,11 +67,13 @@ class Relay:
         self.poll_interval_s = poll_interval_s
         self.publish_timeout_s = publish_timeout_s
         self.retry_delay_s = retry_delay_s
+        self.connect_timeout_s = connect_timeout_s
         self.checkpoint = 0
         self.active = asyncio.Event()  # set while this relay holds the lock and publishes
         self._stopping = asyncio.Event()
         self._wake = asyncio.Event()
         self._stream = settings.events_stream
+        RELAY_ACTIVE.labels(self._stream)  # the series exists (0) from the start: a standby says so
 
     async def run(self) -> None:
         """Publishes until stop(); a failed cycle (NATS or PostgreSQL gone) is logged, then retried from the
@@ -82,7 +89,7 @@ class Relay:
                 RELAY_ERRORS.labels(self._stream).inc()
                 log.exception("relay_failed_retrying", stream=self._stream, checkpoint=self.checkpoint)
             finally:
-                self.active.clear()
+                self._stand_by()
             await self._sleep(self.retry_delay_s)
 
     async def stop(self) -> None:
@@ -93,7 +100,7 @@ class Relay:
         nc = await bus.connect(self.settings, name="kb-relay")
         # One connection holds the advisory lock, listens, reads and writes the checkpoint: if it dies, the lock is
         # gone and so is every query this relay could still make, so a second relay can never publish beside it.
-        conn = await asyncpg.connect(self.settings.database_url)
+        conn = await asyncpg.connect(self.settings.database_url, timeout=self.connect_timeout_s)
         try:
             js = nc.jetstream(publish_async_max_pending=self.batch_size)
             await bus.ensure_stream(js, self.settings)
@@ -102,6 +109,7 @@ class Relay:
             await conn.add_listener(NOTIFY_CHANNEL, self._on_notify)
             self.checkpoint = await self._load_checkpoint(conn)
             self.active.set()
+            RELAY_ACTIVE.labels(self._stream).set(1)
             log.info("relay_active", stream=self._stream, checkpoint=self.checkpoint)
             while not self._stopping.is_set():
                 self._wake.clear()
@@ -111,6 +119,14 @@ class Relay:
         finally:
             await _close(conn)
             await nc.close()
+
+    def _stand_by(self) -> None:
+        """After the lock is lost or let go: no lag of ours any more (another relay may be publishing and reports
+        its own), so the series goes rather than stay at its last value."""
+        if self.active.is_set():
+            self.active.clear()
+            RELAY_ACTIVE.labels(self._stream).set(0)
+            RELAY_LAG.remove(self._stream)
 
     async def _acquire_lock(self, conn: asyncpg.Connection) -> bool:
         """Waits (standby) until this relay holds the stream's advisory lock; False when stopped meanwhile."""
@@ -176,14 +192,24 @@ async def main(argv=None) -> None:
     )
     parser.add_argument("--batch-size", type=int, default=1000)
     parser.add_argument("--poll-interval", type=float, default=1.0, help="seconds between polls when no NOTIFY comes")
-    parser.add_argument("--metrics-port", type=int, default=METRICS_PORT, help="Prometheus /metrics (0: none)")
+    parser.add_argument(
+        "--metrics-port", type=int, help="Prometheus /metrics (0: none; default KB_RELAY_METRICS_PORT, else 9105)"
+    )
     args = parser.parse_args(argv)
     configure_logging("relay")
     settings = Settings.from_env()
-    if args.metrics_port:
-        metrics.start_metrics_server(args.metrics_port)
-    event_log = await EventLog.connect(settings.database_url, min_size=1, max_size=2)
-    relay = Relay(event_log, settings, batch_size=args.batch_size, poll_interval_s=args.poll_interval)
+    server = ServerConfig.from_env("relay")
+    metrics_port = server.metrics_port if args.metrics_port is None else args.metrics_port
+    if metrics_port:
+        metrics.start_metrics_server(metrics_port)
+    event_log = await EventLog.connect(settings.database_url, **server.pool_options())
+    relay = Relay(
+        event_log,
+        settings,
+        batch_size=args.batch_size,
+        poll_interval_s=args.poll_interval,
+        connect_timeout_s=server.pg_connect_timeout_s,
+    )
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, lambda: asyncio.ensure_future(relay.stop()))

@@ -3,7 +3,7 @@
 import asyncio
 import os
 
-from services.common.config import GRPC_PORTS, METRICS_PORTS, Settings
+from services.common.config import ServerConfig, Settings
 from services.common.eventlog import EventLog
 from services.common.grpcserver import serve
 from services.common.logs import configure_logging
@@ -23,15 +23,16 @@ def max_bundle_bytes() -> int:
 async def main() -> None:
     configure_logging("ingest")
     settings = Settings.from_env()
-    log = await EventLog.connect(settings.database_url)
+    server = ServerConfig.from_env("ingest")
+    log = await EventLog.connect(settings.database_url, **server.pool_options())
     limit = max_bundle_bytes()
     ingest = Ingest(log, hosted_repo(settings), max_bundle_bytes=limit)
     await ingest.start()
     await serve(
         "ingest",
         lambda server: add_to_server(server, ingest),
-        port=int(os.environ.get("KB_INGEST_PORT", GRPC_PORTS["ingest"])),
-        metrics_port=int(os.environ.get("KB_INGEST_METRICS_PORT", METRICS_PORTS["ingest"])),
+        port=server.grpc_port,
+        metrics_port=server.metrics_port,
         pool=log.pool,
         on_stop=[log.close],
         # A unary Push carries the whole bundle in one message: let it reach the size check, which names the limit.

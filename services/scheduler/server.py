@@ -9,7 +9,7 @@ import grpc
 from kernelboard.v1 import events_pb2, scheduler_pb2, scheduler_pb2_grpc
 
 from services.common import auth
-from services.common.config import GRPC_PORTS, METRICS_PORTS, Settings
+from services.common.config import ServerConfig, Settings
 from services.common.eventlog import EventLog
 from services.common.grpcserver import serve
 from services.common.logs import configure_logging, get_logger
@@ -97,8 +97,8 @@ def config_from_env(settings: Settings) -> SchedulerConfig:
 async def main() -> None:
     configure_logging("scheduler")
     settings = Settings.from_env()
-    # A handful of connections is plenty: appends are short and one at a time per job.
-    event_log = await EventLog.connect(settings.database_url, min_size=1, max_size=5)
+    server = ServerConfig.from_env("scheduler")
+    event_log = await EventLog.connect(settings.database_url, **server.pool_options())
     config = config_from_env(settings)
     jobs = JobService(
         event_log,
@@ -123,8 +123,8 @@ async def main() -> None:
     await serve(
         "scheduler",
         add_servicers,
-        port=int(os.environ.get("KB_SCHEDULER_PORT", GRPC_PORTS["scheduler"])),
-        metrics_port=int(os.environ.get("KB_SCHEDULER_METRICS_PORT", METRICS_PORTS["scheduler"])),
+        port=server.grpc_port,
+        metrics_port=server.metrics_port,
         pool=event_log.pool,
         on_start=[lambda: following.append(asyncio.create_task(jobs.follow(), name="follow-jobs"))],
         on_stop=[stop_following],

@@ -5,9 +5,8 @@ them; gRPC on 50053 answers GetCheck/ListChecks/WatchChecks; Prometheus on 9103.
 """
 
 import asyncio
-import os
 
-from services.common.config import GRPC_PORTS, METRICS_PORTS, Settings
+from services.common.config import ServerConfig, Settings
 from services.common.consumer import Consumer
 from services.common.eventlog import EventLog
 from services.common.grpcserver import serve
@@ -24,7 +23,8 @@ async def main() -> None:
     configure_logging("verifier")
     settings = Settings.from_env()
     config = WorkerConfig.from_env(settings)
-    event_log = await EventLog.connect(settings.database_url)
+    server = ServerConfig.from_env("verifier")
+    event_log = await EventLog.connect(settings.database_url, **server.pool_options())
     queue = CheckQueue(event_log, lease_s=config.lease_s)
     consumer = Consumer(CONSUMER_NAME, event_log, settings, Intake(event_log, queue).handle, types=set(EVENT_TYPES))
     workers = make_workers(queue, config)
@@ -47,8 +47,8 @@ async def main() -> None:
     await serve(
         "verifier",
         lambda server: add_to_server(server, queue, feed),
-        port=int(os.environ.get("KB_VERIFIER_PORT", GRPC_PORTS["verifier"])),
-        metrics_port=int(os.environ.get("KB_VERIFIER_METRICS_PORT", METRICS_PORTS["verifier"])),
+        port=server.grpc_port,
+        metrics_port=server.metrics_port,
         pool=event_log.pool,
         on_start=[start],
         on_stop=[stop],

@@ -22,7 +22,7 @@ from pathlib import Path
 import asyncpg
 
 from services.common import metrics
-from services.common.config import Settings
+from services.common.config import ServerConfig, Settings
 from services.common.eventlog import EventLog
 from services.common.logs import bind_ids, configure_logging, get_logger
 from services.verifier import domain
@@ -298,7 +298,7 @@ async def main() -> None:
     configure_logging("verifier-worker")
     settings = Settings.from_env()
     config = WorkerConfig.from_env(settings)
-    event_log = await EventLog.connect(settings.database_url)
+    event_log = await EventLog.connect(settings.database_url, **ServerConfig.from_env("verifier").pool_options())
     queue = CheckQueue(event_log, lease_s=config.lease_s)
     workers = make_workers(queue, config)
     loop = asyncio.get_running_loop()

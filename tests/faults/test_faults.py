@@ -166,10 +166,12 @@ async def test_postgres_restarted(stack, tokens, stubs, verifier_stopped):
     await clone.push_metrics(stubs.ingest, 1.21)
     running = [name for name, proc in stack.procs.items() if proc.poll() is None]
     stack.postgres.stop("fast")
-    # Refused while the log is down (today as UNKNOWN "Unexpected ConnectionRefusedError", not UNAVAILABLE: reported),
-    # and nothing of it is half-written: the next push starts from the hosted head.
-    with pytest.raises(grpc.RpcError):
+    # Refused while the log is down, as UNAVAILABLE naming the log, and nothing of it is half-written: the next push
+    # starts from the hosted head.
+    with pytest.raises(grpc.RpcError) as refused:
         await clone.push_metrics(stubs.ingest, 1.22)
+    assert refused.value.code() == grpc.StatusCode.UNAVAILABLE, refused.value.details()
+    assert refused.value.details().startswith("event log unavailable: "), refused.value.details()
     stack.postgres.start()
     await clone.sync(stubs.ingest)
     await push_with_retry(clone, stubs.ingest, 1.23)
@@ -186,8 +188,8 @@ DEAD_LETTER_DESCRIPTION = (
 
 
 def assert_dead_letter_alert_fires(tmp, before: float, after: float) -> None:
-    """The counter as this consumer moved it, through the operators' alert rules (deploy/prometheus/alerts.yml) with
-    promtool: KernelboardDeadLetters fires for this consumer."""
+    """The dead-letter gauge as this consumer moved it, through the operators' alert rules
+    (deploy/prometheus/alerts.yml) with promtool: KernelboardDeadLetters fires for this consumer."""
     rules = ROOT / "deploy" / "prometheus" / "alerts.yml"
     if not rules.exists() or not shutil.which("promtool"):
         pytest.skip("deploy/prometheus/alerts.yml or promtool missing")
@@ -199,7 +201,7 @@ def assert_dead_letter_alert_fires(tmp, before: float, after: float) -> None:
                 "interval": "1m",
                 "input_series": [
                     {
-                        "series": 'kb_consumer_dead_lettered_total{job="faults", consumer="faults-picky"}',
+                        "series": 'kb_consumer_dead_letters{job="faults", consumer="faults-picky"}',
                         "values": f"{before:g} {before:g} {after:g}x80",
                     }
                 ],
@@ -278,7 +280,7 @@ async def test_poisoned_event_is_dead_lettered_and_the_stream_moves_on(stack, to
         applied.append(event.metrics_reported.score)
 
     consumer = Consumer("faults-picky", log, _settings(stack), picky, types={"MetricsReported"}, retry_backoff_s=0.05)
-    metric = ("kb_consumer_dead_lettered_total", {"consumer": "faults-picky"})
+    metric = ("kb_consumer_dead_letters", {"consumer": "faults-picky"})
     before = REGISTRY.get_sample_value(*metric) or 0.0
     following = asyncio.create_task(consumer.run())
     try:

@@ -8,7 +8,7 @@ import pytest
 from kernelboard.v1 import events_pb2 as pb
 from prometheus_client import REGISTRY
 
-from services.common.consumer import CONSUMER_DEAD_LETTERED, Consumer
+from services.common.consumer import CONSUMER_DEAD_LETTERED, CONSUMER_DEAD_LETTERS, Consumer
 from services.common.eventlog import EventLog, NewEvent
 from services.common.relay import Relay
 from tests.log.helpers import Crash, append_jobs, running, wait_for
@@ -74,6 +74,7 @@ async def test_a_running_consumer_follows_the_relay(log, settings, effects):
         head = await log.head_position()
         await wait_for(lambda: checkpoint_reached(consumer, head), 20, "the consumer to apply the new events")
         await wait_for(lambda: checkpoint_reached(typed, head), 20, "the typed consumer to pass the new events")
+        await wait_for(lambda: relay_lag_is_zero(settings), 10, "the active relay to report no lag")
     assert await applied(log, name) == await positions(log)
     assert await applied(log, name) == list(range(1, head + 1))
     assert await applied(log, typed_name) == await positions(log, types={"RouteStarted"})
@@ -82,12 +83,16 @@ async def test_a_running_consumer_follows_the_relay(log, settings, effects):
     assert sample("kb_consumer_lag_events", consumer=name) == 0
     assert sample("kb_consumer_processed_total", consumer=name) == head
     assert sample("kb_consumer_processed_total", consumer=typed_name) == len(await applied(log, typed_name))
-    assert sample("kb_relay_lag_events", stream=settings.events_stream) == 0
+    assert sample("kb_relay_lag_events", stream=settings.events_stream) is None  # stopped: no lag of its own
     assert sample("kb_relay_published_total", stream=settings.events_stream) == head
 
 
 def sample(name: str, **labels) -> float | None:
     return REGISTRY.get_sample_value(name, labels)
+
+
+async def relay_lag_is_zero(settings) -> bool:
+    return sample("kb_relay_lag_events", stream=settings.events_stream) == 0
 
 
 async def checkpoint_reached(consumer: Consumer, position: int) -> bool:
@@ -226,9 +231,20 @@ async def test_a_poisoned_event_is_dead_lettered_and_the_consumer_moves_on(log, 
         attempts=3,
     )
     assert CONSUMER_DEAD_LETTERED.labels(name)._value.get() - dead_before == 1
+    assert dead_letters(name) == 1
     applied_positions = await applied(log, name)
     assert poison.global_position not in applied_positions
     assert {good.global_position, after.global_position, letter_position} <= set(applied_positions)
+
+    # A restarted process has no series for the consumer until it reads the count back from the log at start.
+    CONSUMER_DEAD_LETTERS.remove(name)
+    assert dead_letters(name) is None
+    await Consumer(name, log, settings, handler).catch_up()
+    assert dead_letters(name) == 1
+
+
+def dead_letters(name: str) -> float | None:
+    return REGISTRY.get_sample_value("kb_consumer_dead_letters", {"consumer": name})
 
 
 async def test_relay_and_consumer_recover_when_postgresql_drops_their_connections(log, settings, effects):
@@ -274,3 +290,4 @@ async def test_a_failing_handler_in_a_batch_leaves_the_others_applied_once(log, 
     assert [p for p in await applied(log, name) if p > start] == [a.global_position, c.global_position]
     [letter] = await log.read_stream(f"deadletter:{name}")
     assert letter.event_dead_lettered.event_id == bad.event_id and letter.event_dead_lettered.attempts == 1
+    assert dead_letters(name) == 1

@@ -8,9 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import asyncpg
 import pytest
 from kernelboard.v1 import events_pb2 as pb
 from nats.js.api import StorageType
+from prometheus_client import REGISTRY
 
 from services.common import bus
 from services.common.eventlog import EventLog, NewEvent
@@ -121,6 +123,50 @@ async def test_only_one_relay_publishes_at_a_time(log, settings, js):
     await second.stop()
     await asyncio.wait_for(second_task, 10)
     assert [e.global_position for e in await published_events(js, settings)] == list(range(1, head + 1))
+
+
+def relay_gauges(settings) -> tuple[float | None, float | None]:
+    labels = {"stream": settings.events_stream}
+    return (
+        REGISTRY.get_sample_value("kb_relay_active", labels),
+        REGISTRY.get_sample_value("kb_relay_lag_events", labels),
+    )
+
+
+async def test_a_relay_that_loses_its_lock_reports_standby_and_no_lag(log, settings, js):
+    """The lock-holding session is terminated and another session takes the lock first: the relay's lag series goes
+    (a standby's last value would be stale) and kb_relay_active drops to 0, until it holds the lock again."""
+    await append_jobs(log, 20)
+    relay = Relay(log, settings, poll_interval_s=0.1, retry_delay_s=0.5)
+    async with running(relay):
+        await asyncio.wait_for(relay.active.wait(), 10)
+        await wait_for(lambda: published(relay_gauges(settings)), 10, "the active relay's gauges")
+        rival = await asyncpg.connect(settings.database_url)
+        try:
+            await rival.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted"
+                " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+            )
+            key = f"kb-relay:{settings.events_stream}"
+            await wait_for(
+                lambda: rival.fetchval("SELECT pg_try_advisory_lock(hashtextextended($1, 0))", key), 10, "the lock"
+            )
+            await wait_for(lambda: standing_by(relay_gauges(settings)), 10, "the relay to report standby")
+            await asyncio.sleep(1)  # past its retry: still standby, still no lag reported
+            assert not relay.active.is_set() and relay_gauges(settings) == (0.0, None)
+        finally:
+            await rival.close()  # the lock goes with the session
+        await asyncio.wait_for(relay.active.wait(), 10)
+        await wait_for(lambda: published(relay_gauges(settings)), 10, "the relay active again")
+
+
+async def published(gauges) -> bool:
+    active, lag = gauges
+    return active == 1.0 and lag is not None
+
+
+async def standing_by(gauges) -> bool:
+    return gauges == (0.0, None)
 
 
 def start_relay_process(settings) -> subprocess.Popen:

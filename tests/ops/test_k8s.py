@@ -13,6 +13,7 @@ import subprocess
 import pytest
 import yaml
 
+from services.common.config import ServerConfig
 from tests.ops.tools import REPO, require
 
 OVERLAYS = ("dev", "prod")
@@ -150,6 +151,24 @@ def test_each_service_is_a_deployment_with_grpc_probes_resources_budget_and_serv
     svc = find(objects, "Service", service)
     assert matches({"matchLabels": svc["spec"]["selector"]}, pod["metadata"]["labels"])
     assert {p["port"] for p in svc["spec"]["ports"]} == {grpc_port, metrics_port}
+
+
+@pytest.mark.parametrize("service", [*SERVICES, "relay"])
+def test_ports_and_pools_are_set_by_the_variables_the_process_reads(rendered, service):
+    """The env names are services/common/config.py's: read through ServerConfig, they give the container's ports."""
+    _, _, objects = rendered
+    container = find(objects, "Deployment", service)["spec"]["template"]["spec"]["containers"]
+    container = next(c for c in container if c["name"] == service)
+    env = {e["name"]: e["value"] for e in container["env"] if "value" in e}
+    config = ServerConfig.from_env(service, env)
+    declared = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert config.metrics_port == declared["metrics"] and env[f"KB_{service.upper()}_METRICS_PORT"]
+    if service in SERVICES:
+        assert config.grpc_port == declared["grpc"] and env[f"KB_{service.upper()}_PORT"]
+    assert (config.pool_min_size, config.pool_max_size) == (
+        int(env["KB_PG_POOL_MIN_SIZE"]),
+        int(env["KB_PG_POOL_MAX_SIZE"]),
+    )
 
 
 def test_the_relay_runs_once_and_serves_metrics(rendered):

@@ -115,7 +115,7 @@ def test_the_dashboard_has_the_panels_an_operator_needs():
         "gRPC latency": "kb_grpc_request_duration_seconds_bucket",
         "gRPC errors per service": "sum by (service) (rate(kb_grpc_requests_total{code=~",
         "relay lag": "kb_relay_lag_events",
-        "dead-lettered events": "kb_consumer_dead_lettered_total",
+        "dead-lettered events": "kb_consumer_dead_letters",
         "Slurm poll errors": "kb_scheduler_poll_errors_total",
     }
     missing = [what for what, fragment in needed.items() if fragment not in used]

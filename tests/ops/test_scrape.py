@@ -40,7 +40,7 @@ OWN_METRIC = {
     "scheduler": "kb_scheduler_held_jobs",
     "verifier": "kb_verifier_queue_depth",
     "board": "kb_board_projection_lag_events",
-    "relay": "kb_relay_lag_events",
+    "relay": "kb_relay_active",
 }
 DEADLINE_S = 45
 # The real servers the tests use (the same overrides as the other suites' conftest).
@@ -128,13 +128,19 @@ def launch(name: str, env: dict, directory: Path, deadline: float) -> Running:
     """Starts one process on fresh ports and waits until its /metrics shows its own metric."""
     for attempt in range(1, START_ATTEMPTS + 1):
         grpc_port, metrics_port = (None if name == "relay" else free_port()), free_port()
-        if name == "relay":
-            command = [sys.executable, "-m", "services.common.relay", "--metrics-port", str(metrics_port)]
-        else:
-            command = [sys.executable, "-m", "tests.ops.run_service", name, str(grpc_port), str(metrics_port)]
+        # The ports through the environment names every deployment uses (services/common/config.py).
+        ports = {f"KB_{name.upper()}_METRICS_PORT": str(metrics_port)}
+        if grpc_port is not None:
+            ports[f"KB_{name.upper()}_PORT"] = str(grpc_port)
+        module = "services.common.relay" if name == "relay" else f"services.{name}.server"
         log = directory / f"{name}.{attempt}.log"
         process = subprocess.Popen(
-            command, cwd=REPO, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True
+            [sys.executable, "-m", module],
+            cwd=REPO,
+            env={**env, **ports},
+            stdout=log.open("wb"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         running = Running(name, process, grpc_port, metrics_port, log)
         try:
@@ -169,8 +175,6 @@ def stack(tmp_path):
         "KB_EVENTS_SUBJECT_PREFIX": f"kbtest.ops{suffix}",
         "KB_VERIFIER_DEVICE": "cpu",
     }
-    env.pop("KB_SCHEDULER_PORT", None)
-    env.pop("KB_SCHEDULER_METRICS_PORT", None)
     deadline = time.monotonic() + DEADLINE_S
     running: dict[str, Running] = {}
     try:
