@@ -1,13 +1,13 @@
 """The ingest use cases: each gathers facts through the adapters (git, Postgres), lets the domain judge them, then
-writes the ref and its events in one Postgres transaction and moves the git ref after the commit.
+writes the ref and its events in one Postgres transaction, and has the git ref follow after the commit.
 
 Why this order is crash-safe: a push's objects enter the repository (quarantine migration) before the transaction,
 so when the transaction commits, the recorded ref value always names objects that exist. Postgres holds the truth for
-refs; the git ref follows right after the commit and ``start`` reconciles every git ref from the table, so a crash
-between the two never leaves a ref without its event or an event without its ref.
+refs; the git refs follow it in batches (gitrefs.GitRefFollower) before the caller gets its reply, and ``start``
+reconciles every git ref from the table, so a crash between the two never leaves a ref without its event or an event
+without its ref.
 """
 
-import asyncio
 import json
 import time
 from dataclasses import dataclass, field
@@ -22,6 +22,7 @@ from services.common.logs import bind_ids, get_logger
 from services.common.rules import RulesError, load_rules
 from services.ingest import domain, store
 from services.ingest.domain import Actor, RefTarget, Refusal
+from services.ingest.gitrefs import GitRefFollower
 from services.ingest.gitrepo import HostedRepo, MergeConflict, UnbundleError
 
 DEFAULT_MAX_BUNDLE_BYTES = 64 * 1024 * 1024
@@ -80,23 +81,21 @@ class Ingest:
         self.pool = log.pool
         self.repo = repo
         self.max_bundle_bytes = max_bundle_bytes
-        self._git_refs = asyncio.Lock()
+        self.git_refs = GitRefFollower(self.pool, repo)
 
     async def start(self) -> list[str]:
-        """Create the repository if new and bring its refs in step with Postgres; returns the refs it repaired."""
+        """Create the repository if new and bring its refs in step with Postgres (before any request, so nothing
+        writes them meanwhile); returns the refs it repaired."""
         await self.repo.init()
         self.repo.clear_quarantine()
-        async with self._git_refs:
-            repaired = await self.repo.reconcile(await store.ref_values(self.pool))
+        repaired = await self.repo.reconcile(await store.ref_values(self.pool))
         if repaired:
             log.warning("git refs reconciled from postgres", refs=repaired)
+        self.git_refs.start()
         return repaired
 
-    async def _sync_git_ref(self, ref: str) -> None:
-        """Move the git ref to its recorded value. Reading the truth under the lock makes concurrent syncs converge
-        on the latest value whatever order they run in."""
-        async with self._git_refs:
-            await self.repo.set_ref(ref, await store.ref_value(self.pool, ref))
+    async def stop(self) -> None:
+        await self.git_refs.stop()
 
     # --- push ------------------------------------------------------------------------------------------------------
 
@@ -237,7 +236,7 @@ class Ingest:
                 (await self.log.append(stream, None, [NewEvent(payload, actor.name)], conn=conn))[0]
                 for stream, payload in appends
             ]
-        await self._sync_git_ref(target.ref)
+        await self.git_refs.follow([target.ref])
         log.info(
             "push accepted",
             ref=target.ref,
@@ -288,7 +287,7 @@ class Ingest:
             await store.move_ref(conn, ref, "", main, actor.name)
             started = events_pb2.RouteStarted(route=name, owner=route.owner, started_by=actor.name, base_sha=main)
             await self.log.append(f"route:{name}", None, [NewEvent(started, actor.name)], conn=conn)
-        await self._sync_git_ref(ref)
+        await self.git_refs.follow([ref])
         log.info("route started", route=name, owner=route.owner, actor=actor.name, base_sha=main)
         return route
 
@@ -308,6 +307,7 @@ class Ingest:
     async def fetch(self, refs: list[str], have: list[str] = ()) -> bytes:
         """A bundle of the named refs (default: main, the tag checks and every route), without what the caller's
         ``have`` commits reach; empty when they reach everything."""
+        await self.git_refs.caught_up()  # the bundle is made from git's refs: at least the values recorded before now
         recorded = await store.ref_values(self.pool)
         if refs:
             wanted = [domain.parse_ref(name).ref for name in refs]
@@ -359,7 +359,7 @@ class Ingest:
             await self.log.append(
                 target.stream, 0, [NewEvent(opened, actor.name), NewEvent(commit, actor.name)], conn=conn
             )
-        await self._sync_git_ref(target.ref)
+        await self.git_refs.follow([target.ref])
         log.info("pull request opened", number=number, route=route.route, head=head, actor=actor.name)
         return await self.get_pull(number)
 
@@ -415,7 +415,7 @@ class Ingest:
             await store.mark_merged(conn, number, merge_sha, actor.name)
             await self.log.append("main", None, [NewEvent(commit, actor.name)], conn=conn)
             await self.log.append(f"pull:{number}", None, [NewEvent(merged, actor.name)], conn=conn)
-        await self._sync_git_ref(domain.MAIN_REF)
+        await self.git_refs.follow([domain.MAIN_REF])
         log.info("pull request merged", number=number, merge_sha=merge_sha, actor=actor.name)
         return await self.get_pull(number)
 

@@ -33,7 +33,7 @@ async def main() -> None:
         port=int(os.environ.get("KB_INGEST_PORT", GRPC_PORTS["ingest"])),
         metrics_port=int(os.environ.get("KB_INGEST_METRICS_PORT", METRICS_PORTS["ingest"])),
         pool=log.pool,
-        on_stop=[log.close],
+        on_stop=[ingest.stop, log.close],
         # A unary Push carries the whole bundle in one message: let it reach the size check, which names the limit.
         options=[("grpc.max_receive_message_length", limit + 1024 * 1024)],
     )
