@@ -124,13 +124,13 @@ class Ingest:
         target = domain.parse_ref(ref_name)
         domain.check_size(len(bundle), self.max_bundle_bytes)
         tip = domain.bundle_tip(domain.parse_bundle_header(bundle), target)
-        old = await self._check_writer(actor, target)
+        old, main = await self._check_writer(actor, target)
         with bind_ids(ref=target.ref, sha=tip):
             if old == tip:
                 return PushResult(target.ref, tip, old, "")
             try:
                 async with self.repo.quarantine(bundle) as quarantine:
-                    checked = await self._check(quarantine, target, old, tip)
+                    checked = await self._check(quarantine, target, old, tip, main)
                     quarantine.migrate()
             except UnbundleError as err:
                 raise refused_by_git(err) from None
@@ -140,18 +140,20 @@ class Ingest:
         """Move a ref to a commit already in the repository (made here, e.g. by seeding), through the same checks
         and records as a push."""
         target = domain.parse_ref(ref_name)
-        old = await self._check_writer(actor, target)
+        old, main = await self._check_writer(actor, target)
         if old == sha:
             return PushResult(target.ref, sha, old, "")
-        return await self._record(actor, await self._check(self.repo, target, old, sha))
+        return await self._record(actor, await self._check(self.repo, target, old, sha, main))
 
-    async def _check_writer(self, actor: Actor, target: RefTarget) -> str:
-        """Who may write the ref; returns its recorded value ("" when new)."""
-        route = await store.get_route(self.pool, target.route) if target.route else None
-        domain.check_write(actor, target, route.owner if route else None)
-        return await store.ref_value(self.pool, target.ref)
+    async def _check_writer(self, actor: Actor, target: RefTarget) -> tuple[str, str]:
+        """Who may write the ref; returns its recorded value ("" when new) and main's, read on one connection."""
+        async with self.pool.acquire() as conn:
+            route = await store.get_route(conn, target.route) if target.route else None
+            domain.check_write(actor, target, route.owner if route else None)
+            recorded = await store.ref_values_of(conn, [target.ref, domain.MAIN_REF])
+        return recorded.get(target.ref, ""), recorded.get(domain.MAIN_REF, "")
 
-    async def _check(self, q, target: RefTarget, old: str, tip: str) -> CheckedPush:
+    async def _check(self, q, target: RefTarget, old: str, tip: str, main: str) -> CheckedPush:
         if await q.object_type(tip) != "commit":
             raise domain.invalid(
                 "malformed_bundle", f"{target.ref} must point at a commit; the bundle's {tip[:12]} is not"
@@ -159,7 +161,6 @@ class Ingest:
         if not await q.is_connected(tip):
             raise domain.invalid("malformed_bundle", f"malformed bundle: objects reachable from {tip[:12]} are missing")
         domain.check_fast_forward(target, old, tip, bool(old) and await q.is_ancestor(old, tip))
-        main = await store.ref_value(self.pool, domain.MAIN_REF)
         if target.kind == events_pb2.COMMIT_KIND_ROUTE:
             domain.check_route_commits(target.route, await q.new_commits(tip, [old, main]))
             domain.check_route_files(target.route, await q.tree_entries(tip, domain.route_folder(target.route)))

@@ -1,12 +1,12 @@
 """The hosted repository: a bare git repository, written through the git CLI and read through libgit2 (pygit2).
 
-Writes use the git CLI (subprocess): bundles are git's own format and `git bundle unbundle` checks their prerequisites
-and indexes their pack exactly as git does; `git merge-tree --write-tree` gives a real three-way merge; `git
-update-ref --stdin` moves refs in one transaction; and an object-directory quarantine (GIT_OBJECT_DIRECTORY +
-GIT_ALTERNATE_OBJECT_DIRECTORIES, as receive-pack does it) lets every check run on a pushed bundle before any of its
-objects enter the repository. Reads (object types, ancestry, new commits, tree diffs, file contents) use pygit2 in
-this process: they are a push's many small questions, and one git subprocess per question made them most of a push's
-cost (bench/load/README.md has the profile).
+Writes use the git CLI (subprocess): a bundle is a header and a pack, and `git index-pack --fix-thin` indexes the
+pack exactly as git does (as `git bundle unbundle` would, once the header's prerequisites are found); `git merge-tree
+--write-tree` gives a real three-way merge; `git update-ref --stdin` moves refs in one transaction; and an
+object-directory quarantine (GIT_OBJECT_DIRECTORY + GIT_ALTERNATE_OBJECT_DIRECTORIES, as receive-pack does it) lets
+every check run on a pushed bundle before any of its objects enter the repository. Reads (object types, ancestry, new
+commits, tree diffs, file contents) use pygit2 in this process: they are a push's many small questions, and one git
+subprocess per question made them most of a push's cost (bench/load/README.md has the profile).
 
 Postgres holds the truth for ref values (services/ingest/store.py); the git refs follow it (`write_refs`,
 `reconcile`).
@@ -24,10 +24,11 @@ from pathlib import Path
 
 import pygit2
 
-from services.ingest.domain import NewCommit
+from services.ingest.domain import BundleHeader, NewCommit, parse_bundle_header
 
 MANAGED_NAMESPACES = ("refs/heads/", "refs/tags/", "refs/jobs/", "refs/pull/")
 QUARANTINE_DIR = "kb-quarantine"
+SPARE_QUARANTINES = 64
 
 
 class GitError(Exception):
@@ -137,7 +138,7 @@ class Objects:
         return str(base)
 
     async def is_connected(self, tip: str) -> bool:
-        """Every object reachable from ``tip`` is present (bundle unbundle checks prerequisites, not completeness).
+        """Every object reachable from ``tip`` is present (index-pack checks the pack, not that it is complete).
         The repository's own objects are complete (only checked pushes and commits made here enter it), so the walk
         follows only objects this quarantine brings."""
         return self._connected(tip, None)
@@ -238,11 +239,18 @@ class Quarantine(Objects):
     async def is_connected(self, tip: str) -> bool:
         return self._connected(tip, pygit2.Odb(str(self.objects)))
 
-    async def unbundle(self, bundle_path: Path) -> None:
-        code, _, err = await self.git("bundle", "unbundle", str(bundle_path), check=False)
+    async def unbundle(self, header: BundleHeader, bundle: bytes) -> None:
+        """What `git bundle unbundle` does, without writing the bundle to a file and one process fewer: the
+        prerequisites must be commits of the repository (whose objects are complete), then `git index-pack
+        --fix-thin` indexes the pack, completing a thin pack from the repository's objects."""
+        missing = [sha for sha in header.prerequisites if not isinstance(self._get(sha), pygit2.Commit)]
+        if missing:
+            raise UnbundleError(f"the repository lacks these prerequisite commits: {' '.join(missing)}", True)
+        pack = bundle[header.pack_offset :]
+        code, _, err = await self.git("index-pack", "--stdin", "--fix-thin", stdin=pack, check=False)
         if code != 0:
             message = " ".join(line.strip() for line in err.splitlines() if line.strip())
-            raise UnbundleError(message or f"git bundle unbundle exited {code}", "prerequisite" in err)
+            raise UnbundleError(message or f"git index-pack exited {code}", False)
 
     def migrate(self) -> None:
         """Move the quarantined objects into the repository: loose objects first, then packs, each pack's index last
@@ -262,6 +270,7 @@ class HostedRepo(Objects):
     def __init__(self, path: Path):
         super().__init__(Path(path))
         self.path = Path(path)
+        self._spare_quarantines: list[Path] = []
 
     async def init(self) -> None:
         if (self.path / "HEAD").exists():
@@ -286,17 +295,37 @@ class HostedRepo(Objects):
 
     @asynccontextmanager
     async def quarantine(self, bundle: bytes):
+        """The bundle's objects in a quarantine of their own for the duration of the block."""
+        directory = self._spare_quarantines.pop() if self._spare_quarantines else self._new_quarantine()
+        os.utime(directory)  # in use: another process's clear_quarantine leaves it alone
+        try:
+            quarantine = Quarantine(self.path, directory)
+            await quarantine.unbundle(parse_bundle_header(bundle), bundle)
+            yield quarantine
+        finally:
+            self._recycle_quarantine(directory)
+
+    def _new_quarantine(self) -> Path:
         root = self.path / QUARANTINE_DIR
         root.mkdir(exist_ok=True)
         directory = Path(tempfile.mkdtemp(prefix=f"{uuid.uuid4().hex[:8]}-", dir=root))
+        (directory / "objects" / "pack").mkdir(parents=True)
+        return directory
+
+    def _recycle_quarantine(self, directory: Path) -> None:
+        """Empty the quarantine (what a refused push left) and keep it for the next push: on this disk, making and
+        removing a quarantine's directories for every push cost more than checking the push. Anything but files in
+        objects/pack, and it is removed instead."""
+        pack = directory / "objects" / "pack"
         try:
-            (directory / "objects" / "pack").mkdir(parents=True)
-            bundle_path = directory / "push.bundle"
-            bundle_path.write_bytes(bundle)
-            quarantine = Quarantine(self.path, directory)
-            await quarantine.unbundle(bundle_path)
-            yield quarantine
-        finally:
+            for entry in os.scandir(pack):
+                os.unlink(entry.path)
+            reusable = os.listdir(directory) == ["objects"] and os.listdir(directory / "objects") == ["pack"]
+        except OSError:
+            reusable = False
+        if reusable and len(self._spare_quarantines) < SPARE_QUARANTINES:
+            self._spare_quarantines.append(directory)
+        else:
             shutil.rmtree(directory, ignore_errors=True)
 
     async def refs(self) -> dict[str, str]:

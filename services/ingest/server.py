@@ -2,6 +2,7 @@
 
 import asyncio
 import os
+import sys
 
 from services.common.config import GRPC_PORTS, METRICS_PORTS, Settings
 from services.common.eventlog import EventLog
@@ -20,8 +21,19 @@ def max_bundle_bytes() -> int:
     return int(os.environ.get("KB_MAX_BUNDLE_BYTES", DEFAULT_MAX_BUNDLE_BYTES))
 
 
+def watch_children_with_pidfd() -> None:
+    """Python 3.11's default child watcher starts a thread for each subprocess (a push's git index-pack) and the
+    event loop waits until that thread runs; under load that wait stalled every request. A pidfd in the event loop
+    needs no thread (Python 3.12 does this by itself and deprecates the call)."""
+    if sys.version_info < (3, 12) and hasattr(os, "pidfd_open"):
+        watcher = asyncio.PidfdChildWatcher()
+        watcher.attach_loop(asyncio.get_running_loop())
+        asyncio.get_event_loop_policy().set_child_watcher(watcher)
+
+
 async def main() -> None:
     configure_logging("ingest")
+    watch_children_with_pidfd()
     settings = Settings.from_env()
     log = await EventLog.connect(settings.database_url)
     limit = max_bundle_bytes()
