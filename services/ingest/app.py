@@ -92,6 +92,7 @@ class Ingest:
         if repaired:
             log.warning("git refs reconciled from postgres", refs=repaired)
         self.git_refs.start()
+        self.repo.repack_when_many_packs()
         return repaired
 
     async def stop(self) -> None:
@@ -132,6 +133,7 @@ class Ingest:
                 async with self.repo.quarantine(bundle) as quarantine:
                     checked = await self._check(quarantine, target, old, tip, main)
                     quarantine.migrate()
+                self.repo.migrated(quarantine)
             except UnbundleError as err:
                 raise refused_by_git(err) from None
             return await self._record(actor, checked)

@@ -24,11 +24,15 @@ from pathlib import Path
 
 import pygit2
 
+from services.common.logs import get_logger
 from services.ingest.domain import BundleHeader, NewCommit, parse_bundle_header
+
+log = get_logger()
 
 MANAGED_NAMESPACES = ("refs/heads/", "refs/tags/", "refs/jobs/", "refs/pull/")
 QUARANTINE_DIR = "kb-quarantine"
 SPARE_QUARANTINES = 64
+REPACK_AFTER_PACKS = 16
 
 
 class GitError(Exception):
@@ -229,6 +233,7 @@ class Quarantine(Objects):
             {"GIT_OBJECT_DIRECTORY": str(objects), "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(git_dir / "objects")},
         )
         self.objects = objects
+        self.packs_migrated = 0
 
     def open_objects(self) -> pygit2.Repository:
         """The repository's objects with this quarantine's as an alternate (read-only) object directory."""
@@ -258,6 +263,7 @@ class Quarantine(Objects):
         target = self.git_dir / "objects"
         files = [p for p in self.objects.rglob("*") if p.is_file()]
         files.sort(key=lambda p: (p.parent.name == "pack", p.suffix == ".idx"))
+        self.packs_migrated = sum(p.suffix == ".pack" for p in files)
         for source in files:
             destination = target / source.relative_to(self.objects)
             if destination.exists():
@@ -271,6 +277,8 @@ class HostedRepo(Objects):
         super().__init__(Path(path))
         self.path = Path(path)
         self._spare_quarantines: list[Path] = []
+        self._packs_since_repack = 0
+        self._repacking: asyncio.Task | None = None
 
     async def init(self) -> None:
         if (self.path / "HEAD").exists():
@@ -304,6 +312,32 @@ class HostedRepo(Objects):
             yield quarantine
         finally:
             self._recycle_quarantine(directory)
+
+    def repack_when_many_packs(self) -> None:
+        """At start: a repository left with many packs is repacked in the background."""
+        packs = len(list((self.path / "objects" / "pack").glob("*.pack")))
+        self._packs_since_repack = packs
+        self.migrated(None)
+
+    def migrated(self, quarantine: "Quarantine | None") -> None:
+        """Note the packs a quarantine brought in; every REPACK_AFTER_PACKS of them, roll small packs together in the
+        background. Every push brings one pack, and an object lookup (git's and libgit2's) searches pack after pack:
+        after a few thousand pushes that was most of a push's cost."""
+        self._packs_since_repack += quarantine.packs_migrated if quarantine else 0
+        if self._packs_since_repack >= REPACK_AFTER_PACKS and (self._repacking is None or self._repacking.done()):
+            self._packs_since_repack = 0
+            self._repacking = asyncio.create_task(self.repack(), name="git-repack")
+
+    async def repack(self) -> None:
+        """`git repack --geometric=2 -d`: merges the smallest packs until each is at least twice the size of the
+        ones below it (cheap, as it rewrites mostly small packs). It packs every object of the packs it merges,
+        referenced or not, so objects that migrated in for a push whose transaction is still running are kept."""
+        started = time.monotonic()
+        code, _, err = await self.git("repack", "--geometric=2", "-d", "-q", "--no-write-bitmap-index", check=False)
+        if code != 0:
+            log.warning("git repack failed; the packs stay as they are", error=err.strip())
+        else:
+            log.info("git repack done", seconds=round(time.monotonic() - started, 3))
 
     def _new_quarantine(self) -> Path:
         root = self.path / QUARANTINE_DIR
