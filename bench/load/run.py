@@ -2,26 +2,43 @@
 MetricsReported flows through the real path (ingest → PostgreSQL log → relay → private NATS JetStream → board
 consumer → WatchBoard). Loopback only, bounded; a private stack (tests/e2e/stack.py) with relay, ingest and board.
 
-    PYTHONPATH=$PWD:$PWD/protos .venv/bin/python bench/load/run.py --agents 50 --seconds 60 > bench/load/results.json
+    PYTHONPATH=$PWD:$PWD/protos .venv/bin/python bench/load/run.py --agents 50 --seconds 60              # closed loop
+    PYTHONPATH=$PWD:$PWD/protos .venv/bin/python bench/load/run.py --agents 50 --seconds 60 --interval 5 # paced
 
-Reports pushes/s, push RPC latency, push→board latency (from the push call to the first WatchBoard view that shows
-the reported score; scores rise per agent, so a later score seen means the earlier one was folded), errors, and the
-load average. The verifier and scheduler are not started: a CPU verifier would take ~40 s per pushed commit, which
-measures the verifier's queue, not the path to the board. Ends by checking that every accepted push has exactly one
-MetricsReported in the log and that the live board equals a rebuild from the log.
+Two modes. Closed loop (--interval 0): each agent pushes again as soon as its push returns: it measures saturation,
+the most pushes/s the system takes. Paced (--interval S): each agent pushes on its own rhythm, a random first offset
+in [0, S) and then every S × uniform(0.5, 1.5) seconds (S on average), as agents at work do: the offered rate is
+agents / S pushes/s, and it measures latency at that rate.
+
+Like any load generator, each agent's commits and bundles are made before the clock starts (git fast-import for the
+chain of commits, one thin pack per push), so that the timed phase spends this machine's CPU on the system under
+test, not on the agents' git.
+
+Reports pushes/s, push RPC latency, push→board latency (from the Push call's start to the first WatchBoard view that
+shows the reported score; scores rise per agent, so a later score seen means the earlier one was folded), errors, the
+CPU seconds each component used in the timed phase, and the load average. The verifier and scheduler are not
+started: a CPU verifier would take ~40 s per pushed commit, which measures the verifier's queue, not the path to the
+board. Ends by checking that every accepted push has exactly one MetricsReported in the log and that the live board
+equals a rebuild from the log.
 """
 
 import argparse
 import asyncio
+import fcntl
 import json
+import math
 import os
 import platform
+import random
+import resource
+import shutil
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+import asyncpg
 import grpc
 from kernelboard.v1 import board_pb2, board_pb2_grpc, events_pb2, ingest_pb2, ingest_pb2_grpc
 
@@ -31,11 +48,17 @@ from tests.e2e.invariants import assert_board_rebuilds
 from tests.e2e.stack import Stack
 
 
-async def git(cwd: Path, *argv: str, env: dict) -> bytes:
+async def git(cwd: Path, *argv: str, env: dict, stdin: bytes | None = None) -> bytes:
     proc = await asyncio.create_subprocess_exec(
-        "git", *argv, cwd=cwd, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        "git",
+        *argv,
+        cwd=cwd,
+        env=env,
+        stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
-    out, err = await proc.communicate()
+    out, err = await proc.communicate(stdin)
     if proc.returncode != 0:
         raise RuntimeError(f"git {' '.join(argv)}: {err.decode()}")
     return out
@@ -90,9 +113,15 @@ class BoardWatcher:
         return sum(len(v) for v in self.pending.values())
 
 
+def score_of(n: int) -> float:
+    """The score an agent's n-th push (from 1) reports: rising with each push."""
+    return 1.0 + n / 1000.0
+
+
 class Agent:
     def __init__(self, index: int, token: str, root: Path, env: dict):
         self.route = f"load-{index:02d}"
+        self.ref = f"refs/heads/routes/{self.route}"
         self.md = (("authorization", f"Bearer {token}"),)
         self.clone = root / self.route
         self.env = env
@@ -100,54 +129,93 @@ class Agent:
         self.errors: list[str] = []
         self.push_latencies: list[float] = []
         self.timeout_s = 120.0
-        self.interval_s = 0.0
+        self.chain: list[tuple[str, bytes]] = []  # (commit, bundle) of each push, in order
+        self.exhausted = False
 
-    async def prepare(self, ingest) -> None:
+    async def prepare(self, ingest, pushes: int) -> None:
+        """Start the route, clone it, and make the commits and bundles of ``pushes`` pushes."""
         await ingest.StartRoute(ingest_pb2.StartRouteRequest(route=self.route), metadata=self.md)
         reply = await ingest.Fetch(ingest_pb2.FetchRequest(refs=[f"routes/{self.route}"]), metadata=self.md)
         bundle = self.clone.with_suffix(".bundle")
         bundle.write_bytes(reply.bundle)
-        await git(
-            self.clone.parent, "clone", "-q", "-b", f"routes/{self.route}", str(bundle), str(self.clone), env=self.env
-        )
-        self.base = (await git(self.clone, "rev-parse", "HEAD", env=self.env)).decode().strip()
-        (self.clone / "routes" / self.route).mkdir(parents=True, exist_ok=True)
+        await git(self.clone.parent, "clone", "-q", "--bare", str(bundle), str(self.clone), env=self.env)
+        base = (await git(self.clone, "rev-parse", self.ref, env=self.env)).decode().strip()
+        commits = await self._commit_chain(base, pushes)
+        for parent, commit in zip([base, *commits], commits, strict=False):
+            pack = await git(
+                self.clone,
+                "pack-objects",
+                "--stdout",
+                "--thin",
+                "--revs",
+                "-q",
+                env=self.env,
+                stdin=f"{commit}\n^{parent}\n".encode(),
+            )
+            # A git bundle (gitformat-bundle(5), v2): the prerequisite, the one ref, a blank line, the pack.
+            header = f"# v2 git bundle\n-{parent}\n{commit} {self.ref}\n\n".encode()
+            self.chain.append((commit, header + pack))
 
-    async def resync(self, ingest) -> bool:
-        """After a failed push, back in step with the hosted route; returns whether the failed push landed anyway."""
-        mine = (await git(self.clone, "rev-parse", "HEAD", env=self.env)).decode().strip()
-        reply = await ingest.Fetch(ingest_pb2.FetchRequest(refs=[f"routes/{self.route}"]), metadata=self.md)
-        bundle = self.clone.with_suffix(".bundle")
-        bundle.write_bytes(reply.bundle)
-        await git(self.clone, "fetch", "-q", str(bundle), f"routes/{self.route}", env=self.env)
-        await git(self.clone, "reset", "-q", "--hard", "FETCH_HEAD", env=self.env)
-        self.base = (await git(self.clone, "rev-parse", "HEAD", env=self.env)).decode().strip()
-        return self.base == mine
+    async def _commit_chain(self, base: str, count: int) -> list[str]:
+        """``count`` commits on top of ``base``, the n-th setting metrics.json's score to score_of(n)."""
+        stream, now = [], int(time.time())
+        for n in range(1, count + 1):
+            metrics = json.dumps({"score": score_of(n), "cost": 0.0, "subtasks": []}).encode()
+            message = f"score {score_of(n)}".encode()
+            stream += [
+                f"commit {self.ref}\nmark :{n}\ncommitter agent <agent@load> {now + n} +0000\n".encode(),
+                b"data %d\n%s\n" % (len(message), message),
+                f"from {base}\n".encode() if n == 1 else b"",
+                f"M 100644 inline routes/{self.route}/metrics.json\n".encode(),
+                b"data %d\n%s\n" % (len(metrics), metrics),
+            ]
+        marks = self.clone / "marks"
+        await git(self.clone, "fast-import", "--quiet", f"--export-marks={marks}", env=self.env, stdin=b"".join(stream))
+        by_mark = dict(line.split() for line in marks.read_text().splitlines())
+        return [by_mark[f":{n}"] for n in range(1, count + 1)]
+
+    async def push_next(self, ingest, watcher: BoardWatcher) -> None:
+        """Push the next prepared commit; after a failed push, ask where the route is and go on from there."""
+        commit, bundle = self.chain[self.pushed]
+        score = score_of(self.pushed + 1)
+        started = time.perf_counter()
+        watcher.expect(self.route, score, started)
+        try:
+            await ingest.Push(
+                ingest_pb2.PushRequest(ref=self.ref, bundle=bundle), metadata=self.md, timeout=self.timeout_s
+            )
+        except grpc.RpcError as err:
+            self.errors.append(f"{err.code().name}: {err.details()}")
+            route = await ingest.GetRoute(ingest_pb2.GetRouteRequest(route=self.route), metadata=self.md)
+            if route.head_sha != commit:  # it did not land: its score will never show; the same push goes again
+                watcher.pending[self.route].remove((score, started))
+                await asyncio.sleep(0.5)
+                return
+        else:
+            self.push_latencies.append(time.perf_counter() - started)
+        self.pushed += 1
 
     async def push_until(self, ingest, watcher: BoardWatcher, stop_at: float) -> None:
-        ref = f"refs/heads/routes/{self.route}"
+        """Closed loop: the next push as soon as the last one returned."""
         while time.perf_counter() < stop_at:
-            score = 1.0 + (self.pushed + 1) / 1000.0  # rises with each push
-            metrics = {"score": score, "cost": 0.0, "subtasks": []}
-            (self.clone / "routes" / self.route / "metrics.json").write_text(json.dumps(metrics))
-            await git(self.clone, "add", "-A", env=self.env)
-            await git(self.clone, "commit", "-q", "-m", f"score {score}", env=self.env)
-            bundle = await git(self.clone, "bundle", "create", "-q", "-", ref, f"^{self.base}", env=self.env)
-            started = time.perf_counter()
-            watcher.expect(self.route, score, started)
-            try:
-                reply = await ingest.Push(
-                    ingest_pb2.PushRequest(ref=ref, bundle=bundle), metadata=self.md, timeout=self.timeout_s
-                )
-            except grpc.RpcError as err:
-                self.errors.append(f"{err.code().name}: {err.details()}")
-                if not await self.resync(ingest):  # it did not land: its score will never show
-                    watcher.pending[self.route].remove((score, started))
-                continue
-            self.push_latencies.append(time.perf_counter() - started)
-            self.base = reply.sha
-            self.pushed += 1
-            await asyncio.sleep(self.interval_s)
+            if self.pushed == len(self.chain):
+                self.exhausted = True
+                return
+            await self.push_next(ingest, watcher)
+
+    async def push_paced(self, ingest, watcher: BoardWatcher, stop_at: float, interval_s: float, rng) -> None:
+        """Paced: the first push at a random offset in [0, interval), then one every interval × U(0.5, 1.5); a push
+        that returns late is followed at once by the next one due."""
+        due = time.perf_counter() + rng.uniform(0, interval_s)
+        while due < stop_at:
+            await asyncio.sleep(max(0.0, due - time.perf_counter()))
+            if self.pushed == len(self.chain):
+                self.exhausted = True
+                return
+            before = self.pushed
+            await self.push_next(ingest, watcher)
+            if self.pushed > before:
+                due += interval_s * rng.uniform(0.5, 1.5)
 
 
 async def register_agents(stack: Stack, count: int) -> list[str]:
@@ -175,14 +243,60 @@ async def register_agents(stack: Stack, count: int) -> list[str]:
     return tokens
 
 
-async def measure(stack: Stack, agents_n: int, seconds: float, interval_s: float) -> dict:
+def cpu_seconds(pid: int) -> float:
+    """CPU time of a process and of its children it has waited for (ingest's git subprocesses), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds all cores spent not idle, from /proc/stat."""
+    user, nice, system, idle, iowait, irq, softirq, steal = (
+        int(v) for v in Path("/proc/stat").read_text().split()[1:9]
+    )
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+async def postgres_backends(stack: Stack) -> list[int]:
+    """The PostgreSQL server processes serving this stack's database (its services' pooled connections)."""
+    conn = await asyncpg.connect(stack.database_url)
+    try:
+        rows = await conn.fetch(
+            "SELECT pid FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()", stack.db_name
+        )
+    finally:
+        await conn.close()
+    return [row["pid"] for row in rows]
+
+
+def component_cpu(stack: Stack, backends: list[int]) -> dict[str, float]:
+    pids = {name: proc.pid for name, proc in stack.procs.items()}
+    pids["nats-server"] = stack.nats.proc.pid
+    usage = {name: cpu_seconds(pid) for name, pid in pids.items()}
+    usage["postgres_backends"] = sum(cpu_seconds(pid) for pid in backends if Path(f"/proc/{pid}").exists())
+    self_usage = resource.getrusage(resource.RUSAGE_SELF)
+    usage["load_generator"] = self_usage.ru_utime + self_usage.ru_stime
+    usage["machine_busy"] = machine_busy_seconds()
+    return usage
+
+
+def chain_length(seconds: float, interval_s: float, closed_loop_pushes: int) -> int:
+    """Pushes to prepare per agent: enough for the run (paced: the shortest jittered intervals, plus slack)."""
+    if interval_s <= 0:
+        return closed_loop_pushes
+    return math.ceil(seconds / (0.5 * interval_s)) + 2
+
+
+async def measure(
+    stack: Stack, agents_n: int, seconds: float, interval_s: float, chain: int, seed: int, quiet_lock: int | None
+) -> dict:
+    """``quiet_lock``: an open lock file held shared; taken exclusive for the timed phase alone."""
     tokens = await register_agents(stack, agents_n)
     env = stack.env()
     clones = stack.root / "clones"
     clones.mkdir()
     agents = [Agent(i, token, clones, env) for i, token in enumerate(tokens)]
-    for agent in agents:
-        agent.interval_s = interval_s
+    rng = random.Random(seed)
     curator_md = (("authorization", f"Bearer {stack.token('curator')}"),)
     async with (
         grpc.aio.insecure_channel(stack.address("ingest")) as ingest_channel,
@@ -190,18 +304,37 @@ async def measure(stack: Stack, agents_n: int, seconds: float, interval_s: float
     ):
         ingest = ingest_pb2_grpc.IngestStub(ingest_channel)
         watcher = BoardWatcher(board_pb2_grpc.BoardStub(board_channel), curator_md)
-        for agent in agents:
-            await agent.prepare(ingest)
+        prepared_at = time.perf_counter()
+        slots = asyncio.Semaphore(4)
+
+        async def prepare(agent: Agent) -> None:
+            async with slots:
+                await agent.prepare(ingest, chain)
+
+        await asyncio.gather(*(prepare(a) for a in agents))
+        prepare_s = time.perf_counter() - prepared_at
         watching = asyncio.create_task(watcher.run())
         await asyncio.sleep(1.0)  # the watch's first view has arrived
+        if quiet_lock:
+            await asyncio.to_thread(fcntl.flock, quiet_lock, fcntl.LOCK_EX)
+            await asyncio.sleep(5.0)  # what ran before the lock was taken settles
         load_before = os.getloadavg()
+        backends = await postgres_backends(stack)
+        cpu_before = component_cpu(stack, backends)
         started = time.perf_counter()
-        await asyncio.gather(*(a.push_until(ingest, watcher, started + seconds) for a in agents))
+        if interval_s > 0:
+            runs = [a.push_paced(ingest, watcher, started + seconds, interval_s, rng) for a in agents]
+        else:
+            runs = [a.push_until(ingest, watcher, started + seconds) for a in agents]
+        await asyncio.gather(*runs)
         wall = time.perf_counter() - started
+        cpu_after = component_cpu(stack, backends)
         load_after = os.getloadavg()
         drain_deadline = time.perf_counter() + 60
         while watcher.outstanding() and time.perf_counter() < drain_deadline:
             await asyncio.sleep(0.2)
+        if quiet_lock:
+            fcntl.flock(quiet_lock, fcntl.LOCK_SH)  # back to shared for the checks that follow
         watching.cancel()
     pushed = sum(a.pushed for a in agents)
     errors = [e for a in agents for e in a.errors]
@@ -216,8 +349,13 @@ async def measure(stack: Stack, agents_n: int, seconds: float, interval_s: float
         if shown is not None:
             event_to_board.append(shown - event.occurred_at.ToNanoseconds() / 1e9)
     return {
+        "mode": "paced" if interval_s > 0 else "closed_loop",
         "agents": agents_n,
         "interval_s": interval_s,
+        "offered_pushes_per_s": round(agents_n / interval_s, 1) if interval_s > 0 else None,
+        "prepared_pushes_per_agent": chain,
+        "prepare_s": round(prepare_s, 1),
+        "agents_out_of_prepared_pushes": sum(a.exhausted for a in agents),
         "duration_s": round(wall, 1),
         "pushes": pushed,
         "pushes_per_s": round(pushed / wall, 1),
@@ -230,6 +368,7 @@ async def measure(stack: Stack, agents_n: int, seconds: float, interval_s: float
         "board_views_received": watcher.views,
         "metrics_reported_in_log": len(reported),
         "rebuilt_board_equals_live": True,
+        "cpu_seconds_in_timed_phase": {name: round(cpu_after[name] - cpu_before[name], 1) for name in cpu_before},
         "load_average_before": [round(x, 2) for x in load_before],
         "load_average_after": [round(x, 2) for x in load_after],
     }
@@ -239,17 +378,33 @@ async def main() -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--agents", type=int, default=50)
     parser.add_argument("--seconds", type=float, default=60)
-    parser.add_argument("--interval", type=float, default=0.0, help="each agent's pause after a push (0: closed loop)")
+    parser.add_argument(
+        "--interval", type=float, default=0.0, help="paced: each agent's mean seconds between pushes (0: closed loop)"
+    )
+    parser.add_argument("--closed-loop-pushes", type=int, default=80, help="pushes prepared per agent, closed loop")
+    parser.add_argument("--seed", type=int, default=1, help="random offsets and intervals of the paced mode")
+    parser.add_argument(
+        "--quiet-lock",
+        help="a lock file (the machine's /work/quiet.lock): held shared while the stack starts and agents prepare, "
+        "exclusive for the timed phase and the drain, so that the numbers are taken with nothing else running",
+    )
     args = parser.parse_args()
+    quiet_lock = None
+    if args.quiet_lock:
+        quiet_lock = os.open(args.quiet_lock, os.O_RDONLY | os.O_CREAT)
+        fcntl.flock(quiet_lock, fcntl.LOCK_SH)
+    chain = chain_length(args.seconds, args.interval, args.closed_loop_pushes)
     stack = Stack(Path(tempfile.mkdtemp(prefix="kb-load-")), None, components=("relay", "ingest", "board"))
     try:
         await stack.setup()
-        result = await measure(stack, args.agents, args.seconds, args.interval)
+        result = await measure(stack, args.agents, args.seconds, args.interval, chain, args.seed, quiet_lock)
     finally:
         await stack.teardown()
+        shutil.rmtree(stack.root, ignore_errors=True)
     return {
         "command": f"PYTHONPATH=$PWD:$PWD/protos .venv/bin/python bench/load/run.py --agents {args.agents} "
-        f"--seconds {args.seconds:g} --interval {args.interval:g}",
+        f"--seconds {args.seconds:g} --interval {args.interval:g} --closed-loop-pushes {args.closed_loop_pushes} "
+        f"--seed {args.seed}" + (f" --quiet-lock {args.quiet_lock}" if args.quiet_lock else ""),
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": f"{platform.node()} {platform.machine()} {os.cpu_count()} cpus, python {sys.version.split()[0]}",
         "components": "relay, ingest, board as processes; PostgreSQL 127.0.0.1:5432 (own database); own nats-server",

@@ -1,13 +1,13 @@
 """The ingest use cases: each gathers facts through the adapters (git, Postgres), lets the domain judge them, then
-writes the ref and its events in one Postgres transaction and moves the git ref after the commit.
+writes the ref and its events in one Postgres transaction, and has the git ref follow after the commit.
 
 Why this order is crash-safe: a push's objects enter the repository (quarantine migration) before the transaction,
 so when the transaction commits, the recorded ref value always names objects that exist. Postgres holds the truth for
-refs; the git ref follows right after the commit and ``start`` reconciles every git ref from the table, so a crash
-between the two never leaves a ref without its event or an event without its ref.
+refs; the git refs follow it in batches (gitrefs.GitRefFollower) before the caller gets its reply, and ``start``
+reconciles every git ref from the table, so a crash between the two never leaves a ref without its event or an event
+without its ref.
 """
 
-import asyncio
 import json
 import time
 from dataclasses import dataclass, field
@@ -22,6 +22,7 @@ from services.common.logs import bind_ids, get_logger
 from services.common.rules import RulesError, load_rules
 from services.ingest import domain, store
 from services.ingest.domain import Actor, RefTarget, Refusal
+from services.ingest.gitrefs import GitRefFollower
 from services.ingest.gitrepo import HostedRepo, MergeConflict, UnbundleError
 
 DEFAULT_MAX_BUNDLE_BYTES = 64 * 1024 * 1024
@@ -80,23 +81,22 @@ class Ingest:
         self.pool = log.pool
         self.repo = repo
         self.max_bundle_bytes = max_bundle_bytes
-        self._git_refs = asyncio.Lock()
+        self.git_refs = GitRefFollower(self.pool, repo)
 
     async def start(self) -> list[str]:
-        """Create the repository if new and bring its refs in step with Postgres; returns the refs it repaired."""
+        """Create the repository if new and bring its refs in step with Postgres (before any request, so nothing
+        writes them meanwhile); returns the refs it repaired."""
         await self.repo.init()
         self.repo.clear_quarantine()
-        async with self._git_refs:
-            repaired = await self.repo.reconcile(await store.ref_values(self.pool))
+        repaired = await self.repo.reconcile(await store.ref_values(self.pool))
         if repaired:
             log.warning("git refs reconciled from postgres", refs=repaired)
+        self.git_refs.start()
+        self.repo.repack_when_many_packs()
         return repaired
 
-    async def _sync_git_ref(self, ref: str) -> None:
-        """Move the git ref to its recorded value. Reading the truth under the lock makes concurrent syncs converge
-        on the latest value whatever order they run in."""
-        async with self._git_refs:
-            await self.repo.set_ref(ref, await store.ref_value(self.pool, ref))
+    async def stop(self) -> None:
+        await self.git_refs.stop()
 
     # --- push ------------------------------------------------------------------------------------------------------
 
@@ -125,14 +125,15 @@ class Ingest:
         target = domain.parse_ref(ref_name)
         domain.check_size(len(bundle), self.max_bundle_bytes)
         tip = domain.bundle_tip(domain.parse_bundle_header(bundle), target)
-        old = await self._check_writer(actor, target)
+        old, main = await self._check_writer(actor, target)
         with bind_ids(ref=target.ref, sha=tip):
             if old == tip:
                 return PushResult(target.ref, tip, old, "")
             try:
                 async with self.repo.quarantine(bundle) as quarantine:
-                    checked = await self._check(quarantine, target, old, tip)
+                    checked = await self._check(quarantine, target, old, tip, main)
                     quarantine.migrate()
+                self.repo.migrated(quarantine)
             except UnbundleError as err:
                 raise refused_by_git(err) from None
             return await self._record(actor, checked)
@@ -141,18 +142,20 @@ class Ingest:
         """Move a ref to a commit already in the repository (made here, e.g. by seeding), through the same checks
         and records as a push."""
         target = domain.parse_ref(ref_name)
-        old = await self._check_writer(actor, target)
+        old, main = await self._check_writer(actor, target)
         if old == sha:
             return PushResult(target.ref, sha, old, "")
-        return await self._record(actor, await self._check(self.repo, target, old, sha))
+        return await self._record(actor, await self._check(self.repo, target, old, sha, main))
 
-    async def _check_writer(self, actor: Actor, target: RefTarget) -> str:
-        """Who may write the ref; returns its recorded value ("" when new)."""
-        route = await store.get_route(self.pool, target.route) if target.route else None
-        domain.check_write(actor, target, route.owner if route else None)
-        return await store.ref_value(self.pool, target.ref)
+    async def _check_writer(self, actor: Actor, target: RefTarget) -> tuple[str, str]:
+        """Who may write the ref; returns its recorded value ("" when new) and main's, read on one connection."""
+        async with self.pool.acquire() as conn:
+            route = await store.get_route(conn, target.route) if target.route else None
+            domain.check_write(actor, target, route.owner if route else None)
+            recorded = await store.ref_values_of(conn, [target.ref, domain.MAIN_REF])
+        return recorded.get(target.ref, ""), recorded.get(domain.MAIN_REF, "")
 
-    async def _check(self, q, target: RefTarget, old: str, tip: str) -> CheckedPush:
+    async def _check(self, q, target: RefTarget, old: str, tip: str, main: str) -> CheckedPush:
         if await q.object_type(tip) != "commit":
             raise domain.invalid(
                 "malformed_bundle", f"{target.ref} must point at a commit; the bundle's {tip[:12]} is not"
@@ -160,7 +163,6 @@ class Ingest:
         if not await q.is_connected(tip):
             raise domain.invalid("malformed_bundle", f"malformed bundle: objects reachable from {tip[:12]} are missing")
         domain.check_fast_forward(target, old, tip, bool(old) and await q.is_ancestor(old, tip))
-        main = await store.ref_value(self.pool, domain.MAIN_REF)
         if target.kind == events_pb2.COMMIT_KIND_ROUTE:
             domain.check_route_commits(target.route, await q.new_commits(tip, [old, main]))
             domain.check_route_files(target.route, await q.tree_entries(tip, domain.route_folder(target.route)))
@@ -237,7 +239,7 @@ class Ingest:
                 (await self.log.append(stream, None, [NewEvent(payload, actor.name)], conn=conn))[0]
                 for stream, payload in appends
             ]
-        await self._sync_git_ref(target.ref)
+        await self.git_refs.follow([target.ref])
         log.info(
             "push accepted",
             ref=target.ref,
@@ -288,7 +290,7 @@ class Ingest:
             await store.move_ref(conn, ref, "", main, actor.name)
             started = events_pb2.RouteStarted(route=name, owner=route.owner, started_by=actor.name, base_sha=main)
             await self.log.append(f"route:{name}", None, [NewEvent(started, actor.name)], conn=conn)
-        await self._sync_git_ref(ref)
+        await self.git_refs.follow([ref])
         log.info("route started", route=name, owner=route.owner, actor=actor.name, base_sha=main)
         return route
 
@@ -308,6 +310,7 @@ class Ingest:
     async def fetch(self, refs: list[str], have: list[str] = ()) -> bytes:
         """A bundle of the named refs (default: main, the tag checks and every route), without what the caller's
         ``have`` commits reach; empty when they reach everything."""
+        await self.git_refs.caught_up()  # the bundle is made from git's refs: at least the values recorded before now
         recorded = await store.ref_values(self.pool)
         if refs:
             wanted = [domain.parse_ref(name).ref for name in refs]
@@ -359,7 +362,7 @@ class Ingest:
             await self.log.append(
                 target.stream, 0, [NewEvent(opened, actor.name), NewEvent(commit, actor.name)], conn=conn
             )
-        await self._sync_git_ref(target.ref)
+        await self.git_refs.follow([target.ref])
         log.info("pull request opened", number=number, route=route.route, head=head, actor=actor.name)
         return await self.get_pull(number)
 
@@ -415,7 +418,7 @@ class Ingest:
             await store.mark_merged(conn, number, merge_sha, actor.name)
             await self.log.append("main", None, [NewEvent(commit, actor.name)], conn=conn)
             await self.log.append(f"pull:{number}", None, [NewEvent(merged, actor.name)], conn=conn)
-        await self._sync_git_ref(domain.MAIN_REF)
+        await self.git_refs.follow([domain.MAIN_REF])
         log.info("pull request merged", number=number, merge_sha=merge_sha, actor=actor.name)
         return await self.get_pull(number)
 

@@ -176,6 +176,7 @@ MAX_HEADER_BYTES = 64 * 1024
 class BundleHeader:
     prerequisites: tuple[str, ...]
     refs: tuple[tuple[str, str], ...]  # (object id, ref name)
+    pack_offset: int = 0  # where the pack begins in the bundle
 
 
 def parse_bundle_header(data: bytes) -> BundleHeader:
@@ -210,7 +211,7 @@ def parse_bundle_header(data: bytes) -> BundleHeader:
         refs.append((oid, name))
     if not data[end + 2 : end + 6] == b"PACK":
         raise invalid("malformed_bundle", "malformed bundle: no pack data after the header")
-    return BundleHeader(tuple(prerequisites), tuple(refs))
+    return BundleHeader(tuple(prerequisites), tuple(refs), end + 2)
 
 
 def bundle_tip(header: BundleHeader, target: RefTarget) -> str:

@@ -1,12 +1,14 @@
-"""The hosted repository: a bare git repository driven through the git CLI.
+"""The hosted repository: a bare git repository, written through the git CLI and read through libgit2 (pygit2).
 
-Why the git CLI (subprocess) rather than pygit2 or dulwich: bundles are git's own format and `git bundle unbundle`
-checks their prerequisites and indexes their pack exactly as git does; `git merge-tree --write-tree` gives a real
-three-way merge; and an object-directory quarantine (GIT_OBJECT_DIRECTORY + GIT_ALTERNATE_OBJECT_DIRECTORIES, as
-receive-pack does it) lets every check run on a pushed bundle before any of its objects enter the repository. git
-2.39 is installed everywhere the service runs; no new Python dependency.
+Writes use the git CLI (subprocess): a bundle is a header and a pack, and `git index-pack --fix-thin` indexes the
+pack exactly as git does (as `git bundle unbundle` would, once the header's prerequisites are found); `git merge-tree
+--write-tree` gives a real three-way merge; `git update-ref --stdin` moves refs in one transaction; and an
+object-directory quarantine (GIT_OBJECT_DIRECTORY + GIT_ALTERNATE_OBJECT_DIRECTORIES, as receive-pack does it) lets
+every check run on a pushed bundle before any of its objects enter the repository. Reads (object types, ancestry, new
+commits, tree diffs, file contents) use pygit2 in this process: they are a push's many small questions, and one git
+subprocess per question made them most of a push's cost (bench/load/README.md has the profile).
 
-Postgres holds the truth for ref values (services/ingest/store.py); the git refs follow it (`set_ref`,
+Postgres holds the truth for ref values (services/ingest/store.py); the git refs follow it (`write_refs`,
 `reconcile`).
 """
 
@@ -20,10 +22,17 @@ from collections.abc import Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from services.ingest.domain import NewCommit
+import pygit2
+
+from services.common.logs import get_logger
+from services.ingest.domain import BundleHeader, NewCommit, parse_bundle_header
+
+log = get_logger()
 
 MANAGED_NAMESPACES = ("refs/heads/", "refs/tags/", "refs/jobs/", "refs/pull/")
 QUARANTINE_DIR = "kb-quarantine"
+SPARE_QUARANTINES = 64
+REPACK_AFTER_PACKS = 16
 
 
 class GitError(Exception):
@@ -77,11 +86,19 @@ async def run_git(
 
 
 class Objects:
-    """Read access to the repository's objects, optionally with a quarantine's objects on top."""
+    """Read access to the repository's objects, optionally with a quarantine's objects on top.
+
+    Reads go through libgit2 (pygit2) in this process: a push's checks read a handful of small objects, and a git
+    subprocess for each (fork, exec, start-up: ~3 ms of CPU apiece) was most of a push's cost. The calls are made on
+    the event loop's thread (each reads a few objects, well under a millisecond), so one pygit2.Repository is never
+    used by two threads at once. libgit2 looks again at the object directory when an object is not found, so objects
+    migrated in after it opened are seen.
+    """
 
     def __init__(self, git_dir: Path, env: Mapping[str, str] | None = None):
         self.git_dir = git_dir
         self.env = dict(env or {})
+        self._objects: pygit2.Repository | None = None
 
     async def git(self, *args: str, stdin: bytes | None = None, check: bool = True) -> tuple[int, bytes, str]:
         return await run_git(self.git_dir, *args, env=self.env, stdin=stdin, check=check)
@@ -89,55 +106,120 @@ class Objects:
     async def out(self, *args: str, stdin: bytes | None = None) -> str:
         return (await self.git(*args, stdin=stdin))[1].decode()
 
+    def open_objects(self) -> pygit2.Repository:
+        return pygit2.Repository(str(self.git_dir))
+
+    @property
+    def objects_db(self) -> pygit2.Repository:
+        if self._objects is None:
+            self._objects = self.open_objects()
+        return self._objects
+
+    def _get(self, rev: str):
+        try:
+            return self.objects_db.get(rev)
+        except ValueError:  # not an object id
+            return None
+
+    def _commit(self, rev: str) -> pygit2.Commit:
+        found = self._get(rev)
+        if not isinstance(found, pygit2.Commit):
+            raise GitError(("rev-parse", rev), 128, f"{rev} is not a commit in {self.git_dir}")
+        return found
+
     async def object_type(self, rev: str) -> str | None:
-        code, out, _ = await self.git("cat-file", "-t", rev, check=False)
-        return out.decode().strip() if code == 0 else None
+        found = self._get(rev)
+        return found.type_str if found is not None else None
 
     async def is_ancestor(self, ancestor: str, descendant: str) -> bool:
-        code, _, err = await self.git("merge-base", "--is-ancestor", ancestor, descendant, check=False)
-        if code not in (0, 1):
-            raise GitError(("merge-base", "--is-ancestor"), code, err)
-        return code == 0
+        tip = self._commit(descendant)
+        return ancestor == str(tip.id) or self.objects_db.descendant_of(tip.id, self._commit(ancestor).id)
 
     async def merge_base(self, a: str, b: str) -> str:
-        return (await self.out("merge-base", a, b)).strip()
+        base = self.objects_db.merge_base(self._commit(a).id, self._commit(b).id)
+        if base is None:
+            raise GitError(("merge-base", a, b), 1, f"{a[:12]} and {b[:12]} have no common ancestor")
+        return str(base)
 
     async def is_connected(self, tip: str) -> bool:
-        """Every object reachable from ``tip`` is present (bundle unbundle checks prerequisites, not completeness)."""
-        code, _, _ = await self.git("rev-list", "--objects", "--quiet", tip, "--not", "--all", check=False)
-        return code == 0
+        """Every object reachable from ``tip`` is present (index-pack checks the pack, not that it is complete).
+        The repository's own objects are complete (only checked pushes and commits made here enter it), so the walk
+        follows only objects this quarantine brings."""
+        return self._connected(tip, None)
+
+    def _connected(self, tip: str, brought: pygit2.Odb | None) -> bool:
+        db = self.objects_db
+        pending, seen = [tip], set()
+        while pending:
+            oid = pending.pop()
+            if oid in seen:
+                continue
+            seen.add(oid)
+            if brought is None or oid not in brought:
+                if oid not in db:
+                    return False
+                continue
+            found = db.get(oid)
+            if isinstance(found, pygit2.Commit):
+                pending += [str(found.tree_id), *(str(p) for p in found.parent_ids)]
+            elif isinstance(found, pygit2.Tree):
+                pending += [str(entry.id) for entry in found if entry.filemode != pygit2.enums.FileMode.COMMIT]
+            elif isinstance(found, pygit2.Tag):
+                pending.append(str(found.target))
+        return True
 
     async def changed_paths(self, old: str, new: str) -> list[str]:
+        tree = self._commit(new).tree
         if not old:
-            return (await self.out("ls-tree", "-r", "--name-only", "-z", new)).split("\0")[:-1]
-        return (await self.out("diff-tree", "-r", "--name-only", "--no-commit-id", "-z", old, new)).split("\0")[:-1]
+            return [path for _, path in _walk_tree(tree, "")]
+        paths = (delta.new_file.path for delta in self._commit(old).tree.diff_to_tree(tree).deltas)
+        return list(dict.fromkeys(paths))  # a type change shows as a deletion and an addition of one path
 
     async def new_commits(self, tip: str, exclude: Sequence[str]) -> list[NewCommit]:
         """The commits reachable from ``tip`` and from none of ``exclude``, each with its changes against each
         parent."""
-        lines = (await self.out("rev-list", "--parents", tip, "--not", *[e for e in exclude if e], "--")).splitlines()
+        walker = self.objects_db.walk(self._commit(tip).id, pygit2.enums.SortMode.TOPOLOGICAL)
+        for excluded in exclude:
+            if excluded:
+                walker.hide(self._commit(excluded).id)
         commits = []
-        for line in lines:
-            sha, *parents = line.split()
-            if parents:
-                changes = tuple([tuple(await self.changed_paths(p, sha)) for p in parents])
-            else:
-                changes = (tuple(await self.changed_paths("", sha)),)
-            commits.append(NewCommit(sha, changes))
+        for commit in walker:
+            sha = str(commit.id)
+            parents = [str(p) for p in commit.parent_ids] or [""]
+            commits.append(NewCommit(sha, tuple([tuple(await self.changed_paths(p, sha)) for p in parents])))
         return commits
 
     async def tree_entries(self, rev: str, folder: str) -> list[tuple[str, str]]:
-        """(mode, path) of every entry under ``folder`` at ``rev``, recursively."""
-        out = await self.out("ls-tree", "-r", "-z", rev, "--", folder)
-        entries = []
-        for record in out.split("\0")[:-1]:
-            meta, path = record.split("\t", 1)
-            entries.append((meta.split(" ", 1)[0], path))
-        return entries
+        """(mode, path) of every file, link and submodule under ``folder`` at ``rev``, recursively."""
+        tree = self._commit(rev).tree
+        prefix = folder.rstrip("/")
+        try:
+            sub = tree[prefix] if prefix else tree
+        except KeyError:
+            return []
+        if not isinstance(sub, pygit2.Tree):
+            return []
+        return [(f"{mode:06o}", path) for mode, path in _walk_tree(sub, prefix + "/" if prefix else "")]
 
     async def read_file(self, rev: str, path: str) -> bytes | None:
-        code, out, _ = await self.git("cat-file", "blob", f"{rev}:{path}", check=False)
-        return out if code == 0 else None
+        found = self._get(rev)
+        if found is None:
+            return None
+        try:
+            blob = found.peel(pygit2.Tree)[path]
+        except (KeyError, ValueError, pygit2.GitError):  # no such path, or the object has no tree
+            return None
+        return blob.data if isinstance(blob, pygit2.Blob) else None
+
+
+def _walk_tree(tree: pygit2.Tree, prefix: str):
+    """(mode, path) of every entry that is not a tree, as `git ls-tree -r` lists them."""
+    for entry in tree:
+        path = prefix + entry.name
+        if entry.filemode == pygit2.enums.FileMode.TREE:
+            yield from _walk_tree(tree[entry.name], path + "/")
+        else:
+            yield entry.filemode, path
 
 
 class Quarantine(Objects):
@@ -151,12 +233,29 @@ class Quarantine(Objects):
             {"GIT_OBJECT_DIRECTORY": str(objects), "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(git_dir / "objects")},
         )
         self.objects = objects
+        self.packs_migrated = 0
 
-    async def unbundle(self, bundle_path: Path) -> None:
-        code, _, err = await self.git("bundle", "unbundle", str(bundle_path), check=False)
+    def open_objects(self) -> pygit2.Repository:
+        """The repository's objects with this quarantine's as an alternate (read-only) object directory."""
+        repository = super().open_objects()
+        repository.odb.add_disk_alternate(str(self.objects))
+        return repository
+
+    async def is_connected(self, tip: str) -> bool:
+        return self._connected(tip, pygit2.Odb(str(self.objects)))
+
+    async def unbundle(self, header: BundleHeader, bundle: bytes) -> None:
+        """What `git bundle unbundle` does, without writing the bundle to a file and one process fewer: the
+        prerequisites must be commits of the repository (whose objects are complete), then `git index-pack
+        --fix-thin` indexes the pack, completing a thin pack from the repository's objects."""
+        missing = [sha for sha in header.prerequisites if not isinstance(self._get(sha), pygit2.Commit)]
+        if missing:
+            raise UnbundleError(f"the repository lacks these prerequisite commits: {' '.join(missing)}", True)
+        pack = bundle[header.pack_offset :]
+        code, _, err = await self.git("index-pack", "--stdin", "--fix-thin", stdin=pack, check=False)
         if code != 0:
             message = " ".join(line.strip() for line in err.splitlines() if line.strip())
-            raise UnbundleError(message or f"git bundle unbundle exited {code}", "prerequisite" in err)
+            raise UnbundleError(message or f"git index-pack exited {code}", False)
 
     def migrate(self) -> None:
         """Move the quarantined objects into the repository: loose objects first, then packs, each pack's index last
@@ -164,6 +263,7 @@ class Quarantine(Objects):
         target = self.git_dir / "objects"
         files = [p for p in self.objects.rglob("*") if p.is_file()]
         files.sort(key=lambda p: (p.parent.name == "pack", p.suffix == ".idx"))
+        self.packs_migrated = sum(p.suffix == ".pack" for p in files)
         for source in files:
             destination = target / source.relative_to(self.objects)
             if destination.exists():
@@ -176,6 +276,9 @@ class HostedRepo(Objects):
     def __init__(self, path: Path):
         super().__init__(Path(path))
         self.path = Path(path)
+        self._spare_quarantines: list[Path] = []
+        self._packs_since_repack = 0
+        self._repacking: asyncio.Task | None = None
 
     async def init(self) -> None:
         if (self.path / "HEAD").exists():
@@ -200,17 +303,63 @@ class HostedRepo(Objects):
 
     @asynccontextmanager
     async def quarantine(self, bundle: bytes):
+        """The bundle's objects in a quarantine of their own for the duration of the block."""
+        directory = self._spare_quarantines.pop() if self._spare_quarantines else self._new_quarantine()
+        os.utime(directory)  # in use: another process's clear_quarantine leaves it alone
+        try:
+            quarantine = Quarantine(self.path, directory)
+            await quarantine.unbundle(parse_bundle_header(bundle), bundle)
+            yield quarantine
+        finally:
+            self._recycle_quarantine(directory)
+
+    def repack_when_many_packs(self) -> None:
+        """At start: a repository left with many packs is repacked in the background."""
+        packs = len(list((self.path / "objects" / "pack").glob("*.pack")))
+        self._packs_since_repack = packs
+        self.migrated(None)
+
+    def migrated(self, quarantine: "Quarantine | None") -> None:
+        """Note the packs a quarantine brought in; every REPACK_AFTER_PACKS of them, roll small packs together in the
+        background. Every push brings one pack, and an object lookup (git's and libgit2's) searches pack after pack:
+        after a few thousand pushes that was most of a push's cost."""
+        self._packs_since_repack += quarantine.packs_migrated if quarantine else 0
+        if self._packs_since_repack >= REPACK_AFTER_PACKS and (self._repacking is None or self._repacking.done()):
+            self._packs_since_repack = 0
+            self._repacking = asyncio.create_task(self.repack(), name="git-repack")
+
+    async def repack(self) -> None:
+        """`git repack --geometric=2 -d`: merges the smallest packs until each is at least twice the size of the
+        ones below it (cheap, as it rewrites mostly small packs). It packs every object of the packs it merges,
+        referenced or not, so objects that migrated in for a push whose transaction is still running are kept."""
+        started = time.monotonic()
+        code, _, err = await self.git("repack", "--geometric=2", "-d", "-q", "--no-write-bitmap-index", check=False)
+        if code != 0:
+            log.warning("git repack failed; the packs stay as they are", error=err.strip())
+        else:
+            log.info("git repack done", seconds=round(time.monotonic() - started, 3))
+
+    def _new_quarantine(self) -> Path:
         root = self.path / QUARANTINE_DIR
         root.mkdir(exist_ok=True)
         directory = Path(tempfile.mkdtemp(prefix=f"{uuid.uuid4().hex[:8]}-", dir=root))
+        (directory / "objects" / "pack").mkdir(parents=True)
+        return directory
+
+    def _recycle_quarantine(self, directory: Path) -> None:
+        """Empty the quarantine (what a refused push left) and keep it for the next push: on this disk, making and
+        removing a quarantine's directories for every push cost more than checking the push. Anything but files in
+        objects/pack, and it is removed instead."""
+        pack = directory / "objects" / "pack"
         try:
-            (directory / "objects" / "pack").mkdir(parents=True)
-            bundle_path = directory / "push.bundle"
-            bundle_path.write_bytes(bundle)
-            quarantine = Quarantine(self.path, directory)
-            await quarantine.unbundle(bundle_path)
-            yield quarantine
-        finally:
+            for entry in os.scandir(pack):
+                os.unlink(entry.path)
+            reusable = os.listdir(directory) == ["objects"] and os.listdir(directory / "objects") == ["pack"]
+        except OSError:
+            reusable = False
+        if reusable and len(self._spare_quarantines) < SPARE_QUARANTINES:
+            self._spare_quarantines.append(directory)
+        else:
             shutil.rmtree(directory, ignore_errors=True)
 
     async def refs(self) -> dict[str, str]:
@@ -228,8 +377,11 @@ class HostedRepo(Objects):
                 lines.append(f"delete {ref} {old}")
         await self.git("update-ref", "--stdin", stdin=("\n".join(["start", *lines, "commit"]) + "\n").encode())
 
-    async def set_ref(self, ref: str, sha: str) -> None:
-        await self.git("update-ref", ref, sha)
+    async def write_refs(self, values: Mapping[str, str]) -> None:
+        """Set refs to these values in one transaction, whatever they held before."""
+        if values:
+            lines = [f"update {ref} {sha}" for ref, sha in sorted(values.items())]
+            await self.git("update-ref", "--stdin", stdin=("\n".join(["start", *lines, "commit"]) + "\n").encode())
 
     async def reconcile(self, truth: Mapping[str, str]) -> list[str]:
         """Make the git refs equal Postgres's: after a crash between the transaction and the git update, the ref
@@ -243,12 +395,7 @@ class HostedRepo(Objects):
 
     async def known_commits(self, shas: Sequence[str]) -> list[str]:
         """The commits among ``shas`` that this repository has (a caller's claims, checked)."""
-        if not shas:
-            return []
-        out = await self.out(
-            "cat-file", "--batch-check=%(objectname) %(objecttype)", stdin="\n".join(shas).encode() + b"\n"
-        )
-        return [line.split()[0] for line in out.splitlines() if line.endswith(" commit")]
+        return [sha for sha in shas if isinstance(self._get(sha), pygit2.Commit)]
 
     async def create_bundle(self, refs: Sequence[str], exclude: Sequence[str] = ()) -> bytes:
         """A bundle of ``refs`` without what ``exclude`` reaches; empty when that leaves nothing to send."""

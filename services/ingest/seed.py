@@ -109,6 +109,7 @@ async def main() -> None:
         ingest = Ingest(log_, hosted_repo(settings))
         await ingest.start()
         report = await seed(ingest, settings.home)
+        await ingest.stop()
     finally:
         await log_.close()
     print(json.dumps({"created": report.created, "tokens": report.tokens}, indent=2))

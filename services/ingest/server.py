@@ -2,6 +2,7 @@
 
 import asyncio
 import os
+import sys
 
 from services.common.config import ServerConfig, Settings
 from services.common.eventlog import EventLog
@@ -20,8 +21,19 @@ def max_bundle_bytes() -> int:
     return int(os.environ.get("KB_MAX_BUNDLE_BYTES", DEFAULT_MAX_BUNDLE_BYTES))
 
 
+def watch_children_with_pidfd() -> None:
+    """Python 3.11's default child watcher starts a thread for each subprocess (a push's git index-pack) and the
+    event loop waits until that thread runs; under load that wait stalled every request. A pidfd in the event loop
+    needs no thread (Python 3.12 does this by itself and deprecates the call)."""
+    if sys.version_info < (3, 12) and hasattr(os, "pidfd_open"):
+        watcher = asyncio.PidfdChildWatcher()
+        watcher.attach_loop(asyncio.get_running_loop())
+        asyncio.get_event_loop_policy().set_child_watcher(watcher)
+
+
 async def main() -> None:
     configure_logging("ingest")
+    watch_children_with_pidfd()
     settings = Settings.from_env()
     server = ServerConfig.from_env("ingest")
     log = await EventLog.connect(settings.database_url, **server.pool_options())
@@ -34,7 +46,7 @@ async def main() -> None:
         port=server.grpc_port,
         metrics_port=server.metrics_port,
         pool=log.pool,
-        on_stop=[log.close],
+        on_stop=[ingest.stop, log.close],
         # A unary Push carries the whole bundle in one message: let it reach the size check, which names the limit.
         options=[("grpc.max_receive_message_length", limit + 1024 * 1024)],
     )

@@ -51,6 +51,11 @@ async def ref_values(conn) -> dict[str, str]:
     return {row["ref"]: row["sha"] for row in await conn.fetch("SELECT ref, sha FROM ingest_refs")}
 
 
+async def ref_values_of(conn, refs: list[str]) -> dict[str, str]:
+    rows = await conn.fetch("SELECT ref, sha FROM ingest_refs WHERE ref = ANY($1::text[])", refs)
+    return {row["ref"]: row["sha"] for row in rows}
+
+
 async def ref_value(conn, ref: str) -> str:
     return await conn.fetchval("SELECT sha FROM ingest_refs WHERE ref = $1", ref) or ""
 

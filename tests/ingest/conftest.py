@@ -75,4 +75,5 @@ async def stack(database, tmp_path_factory):
     yield Stack(log, ingest, home, ingest_pb2_grpc.IngestStub(channel), tokens, started.port, database)
     await channel.close()
     await started.stop(0)
+    await ingest.stop()
     await log.close()

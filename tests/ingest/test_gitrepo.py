@@ -4,7 +4,7 @@ import subprocess
 
 import pytest
 
-from services.ingest.gitrepo import HostedRepo, MergeConflict, UnbundleError
+from services.ingest.gitrepo import REPACK_AFTER_PACKS, HostedRepo, MergeConflict, UnbundleError
 from tests.ingest.gitwork import WorkClone
 
 
@@ -28,7 +28,7 @@ async def test_quarantined_objects_enter_the_repository_only_on_migrate(hosted, 
         assert await q.is_connected(base)
         q.migrate()
     assert await hosted.object_type(base) == "commit"
-    assert not list((hosted.path / "kb-quarantine").iterdir())
+    assert not [p for p in (hosted.path / "kb-quarantine").rglob("*") if not p.is_dir()]  # nothing left behind
 
 
 async def test_a_thin_bundle_needs_its_prerequisites(hosted, work, tmp_path):
@@ -112,3 +112,22 @@ async def test_bundle_clone_commit_files_and_merge(hosted, work, tmp_path):
     (tmp_path / "all.bundle").write_bytes(await hosted.create_bundle(["refs/heads/main"]))
     subprocess.run(["git", "clone", "-q", "-b", "main", str(tmp_path / "all.bundle"), str(tmp_path / "c")], check=True)
     assert (tmp_path / "c" / "b.txt").read_text() == "b\n"
+
+
+async def test_pushed_packs_are_rolled_together_in_the_background(hosted, work):
+    """One pack per push would make every object lookup search thousands of packs; the repository repacks as they
+    come, keeping every object, including those of a push not recorded yet."""
+    shas = []
+    for n in range(2 * REPACK_AFTER_PACKS):
+        base = shas[-1] if shas else None
+        shas.append(work.commit({"a.txt": f"{n}\n"}))
+        async with hosted.quarantine(work.bundle("refs/heads/main", *([base] if base else []))) as q:
+            q.migrate()
+        hosted.migrated(q)
+        if hosted._repacking is not None:
+            await hosted._repacking
+    packs = list((hosted.path / "objects" / "pack").glob("*.pack"))
+    assert len(packs) < REPACK_AFTER_PACKS, packs
+    for n, sha in enumerate(shas):  # no ref names them: each is like a push whose transaction has not committed
+        assert await hosted.read_file(sha, "a.txt") == f"{n}\n".encode()
+    assert await HostedRepo(hosted.path).read_file(shas[-1], "a.txt") is not None  # a reader opened afresh
