@@ -126,9 +126,10 @@ class RouteOnBoard:
         "checks_passed",
         "reports",
         "history",
+        "key",
     )
 
-    def __init__(self):
+    def __init__(self, key: tuple[int, str]):
         self.verified: Entry | None = None
         self.by_maintainer: Entry | None = None
         self.reported: Entry | None = None
@@ -138,6 +139,9 @@ class RouteOnBoard:
         self.checks_passed = 0
         self.reports = 0
         self.history = array("q")  # position * 4 + COUNTED | NOT_ACCEPTED | NOT_FINITE | NOT_VERIFIED
+        # (board version, route): its key in State.touched_routes, built once rather than for each of its events
+        # (not stored: it is the row's own key).
+        self.key = key
 
 
 class Card(NamedTuple):
@@ -278,12 +282,11 @@ def _fold_into(state: State, events: Iterable[events_pb2.Event]) -> None:
 
 
 def _route(state: State, board: Board, route: str) -> RouteOnBoard:
-    state.touched_routes.add((board.version, route))
-    try:
-        return board.routes[route]
-    except KeyError:
-        on_board = board.routes[route] = RouteOnBoard()
-        return on_board
+    on_board = board.routes.get(route)
+    if on_board is None:
+        on_board = board.routes[route] = RouteOnBoard((board.version, route))
+    state.touched_routes.add(on_board.key)
+    return on_board
 
 
 def _acting_for(state: State, actor: str, owner: str) -> None:
@@ -686,9 +689,9 @@ def route_to_json(on_board: RouteOnBoard) -> bytes:
     )
 
 
-def route_from_json(data: bytes) -> RouteOnBoard:
+def route_from_json(version: int, route: str, data: bytes) -> RouteOnBoard:
     verified, by_maintainer, reported, failed, adopted, checks, passed, reports, history = json.loads(data)
-    r = RouteOnBoard()
+    r = RouteOnBoard((version, route))
     r.verified, r.by_maintainer, r.reported, r.failed = (
         None if e is None else Entry(*e) for e in (verified, by_maintainer, reported, failed)
     )
@@ -727,7 +730,7 @@ def state_from_json(globals_json: bytes, boards: Iterable[bytes], routes: Iterab
         board = board_from_json(data)
         state.boards[board.version] = board
     for version, route, data in routes:
-        state.boards[version].routes[route] = route_from_json(data)
+        state.boards[version].routes[route] = route_from_json(version, route, data)
     return state
 
 
