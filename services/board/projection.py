@@ -388,7 +388,8 @@ def _on_check_completed(state: State, board, event, payload, actor: str, positio
         code = NOT_FINITE
     elif passed and not payload.verified:
         code = NOT_VERIFIED
-        reason = "; ".join(payload.not_verified_because) or "the check passed but is not a verified score"
+        # [:] copies the repeated field into a list in one call; join would otherwise iterate the upb container
+        reason = "; ".join(payload.not_verified_because[:]) or "the check passed but is not a verified score"
         on_board.failed = _check_entry(UNVERIFIED_CHECK, score, reason, event, payload, position, ns)
     elif passed:
         on_board.checks_passed += 1
@@ -398,7 +399,7 @@ def _on_check_completed(state: State, board, event, payload, actor: str, positio
             on_board.verified = _check_entry(VERIFIED, score, "", event, payload, position, ns)
         board.last_scored_ns = ns
     else:
-        reason = "; ".join(payload.reasons) or "the check failed without a reason"
+        reason = "; ".join(payload.reasons[:]) or "the check failed without a reason"  # [:]: as above
         on_board.failed = _check_entry(FAILED_CHECK, score, reason, event, payload, position, ns)
     on_board.history.append(position * 4 + code)
 
