@@ -63,6 +63,8 @@ SET_STATUSES = frozenset({"active", "saturated", "superseded", "flawed"})
 _AGENT = events_pb2.PRINCIPAL_KIND_AGENT
 _isfinite = math.isfinite
 _new = tuple.__new__  # builds a NamedTuple without its Python-level __new__: the fold's hot path
+# The method itself: event.WhichOneof looks the name up among the fields first and builds a bound method per event.
+_which_oneof = events_pb2.Event.WhichOneof
 
 
 class StaleProjection(ValueError):
@@ -124,9 +126,10 @@ class RouteOnBoard:
         "checks_passed",
         "reports",
         "history",
+        "key",
     )
 
-    def __init__(self):
+    def __init__(self, key: tuple[int, str]):
         self.verified: Entry | None = None
         self.by_maintainer: Entry | None = None
         self.reported: Entry | None = None
@@ -136,6 +139,9 @@ class RouteOnBoard:
         self.checks_passed = 0
         self.reports = 0
         self.history = array("q")  # position * 4 + COUNTED | NOT_ACCEPTED | NOT_FINITE | NOT_VERIFIED
+        # (board version, route): its key in State.touched_routes, built once rather than for each of its events
+        # (not stored: it is the row's own key).
+        self.key = key
 
 
 class Card(NamedTuple):
@@ -217,54 +223,70 @@ class State:
 
 def fold(events: Iterable[events_pb2.Event], state: State | None = None) -> State:
     state = State() if state is None else state
-    for event in events:
-        apply(state, event)
+    _fold_into(state, events)
     return state
 
 
 def apply(state: State, event: events_pb2.Event) -> State:
-    position = event.global_position
-    if position <= state.position:
-        return state
-    kind = event.WhichOneof("payload")
-    at = event.occurred_at
-    ns = at.seconds * 1_000_000_000 + at.nanos
-    if ns > state.now_ns:
-        state.now_ns = ns
-    handler = _HANDLERS.get(kind)
-    if handler is None:
-        _on_activity(state, event.actor, ns)
-    else:
-        handler(state, event, getattr(event, kind), event.actor, position, ns)
-    state.position = position
+    _fold_into(state, (event,))
     return state
 
 
-def _board(state: State, version: int, actor: str, ns: int) -> Board | None:
-    """The board of ``version`` (0: the one in force), created on its first event, with the event's activity
-    recorded on it; None before any rules."""
-    if not version:
-        version = state.in_force
+def _fold_into(state: State, events: Iterable[events_pb2.Event]) -> None:
+    """The fold's one loop, for a rebuild and for each live event alike (a rebuild pays no call per event for apply).
+
+    Reading the protobuf is half of each event's cost: upb finds a field by its name on every access, and a
+    sub-message (the time) is a new Python object each time. So each field is read once, the envelope's here and the
+    payload's in its handler where they decide something; an event of a kind the fold does not read is only
+    activity on the board in force; and the event's board is resolved here, once, for every handler.
+    """
+    handlers = _HANDLERS
+    boards = state.boards
+    touched_boards = state.touched_boards
+    for event in events:
+        position = event.global_position
+        if position <= state.position:
+            continue  # folded already: a duplicate or a redelivery
+        kind = _which_oneof(event, "payload")
+        at = event.occurred_at
+        ns = at.seconds * 1_000_000_000 + at.nanos  # times stay integer nanoseconds: no datetime per event
+        if ns > state.now_ns:
+            state.now_ns = ns
+        actor = event.actor
+        handler, names_version = handlers.get(kind, _ACTIVITY_ONLY)
+        payload = version = None
+        if handler is not None:
+            payload = getattr(event, kind)
+            if names_version:
+                version = payload.benchmark_version
+                if version < 0 and kind == "rules_approved":
+                    version = 0  # rules without a version are only activity on the board in force
+
+        # The event's board (0 or none named: the board in force), created on its first event, with the event's
+        # activity recorded on it. None before any rules.
         if not version:
-            return None
-    board = state.boards.get(version)
-    if board is None:
-        board = state.boards[version] = Board(version, ns)
-    state.touched_boards.add(version)
-    if ns > board.last_active_ns:
-        board.last_active_ns = ns
-    if actor and ns >= board.actors.get(actor, ns):
-        board.actors[actor] = ns
-    return board
+            version = state.in_force
+        board = boards.get(version)
+        if board is None and version:
+            board = boards[version] = Board(version, ns)
+        if board is not None:
+            touched_boards.add(version)
+            if ns > board.last_active_ns:
+                board.last_active_ns = ns
+            if actor and ns >= board.actors.get(actor, ns):
+                board.actors[actor] = ns
+
+        if handler is not None:
+            handler(state, board, event, payload, actor, position, ns)
+        state.position = position
 
 
 def _route(state: State, board: Board, route: str) -> RouteOnBoard:
-    state.touched_routes.add((board.version, route))
-    try:
-        return board.routes[route]
-    except KeyError:
-        on_board = board.routes[route] = RouteOnBoard()
-        return on_board
+    on_board = board.routes.get(route)
+    if on_board is None:
+        on_board = board.routes[route] = RouteOnBoard((board.version, route))
+    state.touched_routes.add(on_board.key)
+    return on_board
 
 
 def _acting_for(state: State, actor: str, owner: str) -> None:
@@ -272,43 +294,41 @@ def _acting_for(state: State, actor: str, owner: str) -> None:
         state.agents.add(actor)
 
 
-def _on_activity(state: State, actor: str, ns: int) -> None:
-    _board(state, 0, actor, ns)
+# Each handler gets the event's board (None before any rules), the event, its payload, and the envelope's actor,
+# position and time (integer nanoseconds), already read.
 
 
-def _on_principal_registered(state: State, event, payload, actor: str, position: int, ns: int) -> None:
+def _on_principal_registered(state: State, board, event, payload, actor: str, position: int, ns: int) -> None:
+    name = payload.name
     if payload.kind == _AGENT:
-        state.agents.add(payload.name)
-        state.not_agents.discard(payload.name)
+        state.agents.add(name)
+        state.not_agents.discard(name)
     else:
-        state.not_agents.add(payload.name)
-        state.agents.discard(payload.name)
-    _on_activity(state, actor, ns)
+        state.not_agents.add(name)
+        state.agents.discard(name)
 
 
-def _on_route_started(state: State, event, payload, actor: str, position: int, ns: int) -> None:
-    route = payload.route
+def _on_route_started(state: State, board, event, payload, actor: str, position: int, ns: int) -> None:
+    route, owner, started_by = payload.route, payload.owner, payload.started_by
     if route and route not in state.routes:
-        state.routes[route] = RouteInfo(payload.owner, payload.started_by, ns, position)
-    _acting_for(state, payload.started_by, payload.owner)
-    board = _board(state, 0, actor, ns)
+        state.routes[route] = RouteInfo(owner, started_by, ns, position)
+    _acting_for(state, started_by, owner)
     if board is not None and route:
         _route(state, board, route)
 
 
-def _on_commit_ingested(state: State, event, payload, actor: str, position: int, ns: int) -> None:
+def _on_commit_ingested(state: State, board, event, payload, actor: str, position: int, ns: int) -> None:
     _acting_for(state, actor, payload.owner)
-    board = _board(state, 0, actor, ns)
-    route = payload.route
-    if board is not None and route:
-        _route(state, board, route)
+    if board is not None:
+        route = payload.route
+        if route:
+            _route(state, board, route)
 
 
-def _on_rules_approved(state: State, event, payload, actor: str, position: int, ns: int) -> None:
+def _on_rules_approved(state: State, board, event, payload, actor: str, position: int, ns: int) -> None:
     version = payload.benchmark_version
     if version <= 0:
-        return _on_activity(state, actor, ns)
-    board = _board(state, version, actor, ns)
+        return  # not a version: only activity on the board in force
     if version > state.in_force:
         state.in_force = version
     card, status = read_card(payload.rules_json, payload.rules_commit, ns)
@@ -317,8 +337,7 @@ def _on_rules_approved(state: State, event, payload, actor: str, position: int, 
         board.status, board.status_reason = status, "set in the rules"
 
 
-def _on_metrics_reported(state: State, event, payload, actor: str, position: int, ns: int) -> None:
-    board = _board(state, payload.benchmark_version, actor, ns)
+def _on_metrics_reported(state: State, board, event, payload, actor: str, position: int, ns: int) -> None:
     if board is None:
         return
     route = payload.route
@@ -327,9 +346,9 @@ def _on_metrics_reported(state: State, event, payload, actor: str, position: int
     on_board = _route(state, board, route)
     on_board.reports += 1
     score = payload.score
-    by_maintainer = payload.by_maintainer
-    counted = math.isfinite(score)
+    counted = _isfinite(score)
     if counted:
+        by_maintainer = payload.by_maintainer
         entry = Entry(
             REPORTED_BY_MAINTAINER if by_maintainer else REPORTED,
             score,
@@ -351,8 +370,7 @@ def _on_metrics_reported(state: State, event, payload, actor: str, position: int
     on_board.history.append(position * 4 + (COUNTED if counted else NOT_FINITE))
 
 
-def _on_check_completed(state: State, event, payload, actor: str, position: int, ns: int) -> None:
-    board = _board(state, payload.benchmark_version, actor, ns)
+def _on_check_completed(state: State, board, event, payload, actor: str, position: int, ns: int) -> None:
     if board is None:
         return
     route = payload.route
@@ -360,72 +378,84 @@ def _on_check_completed(state: State, event, payload, actor: str, position: int,
         return
     on_board = _route(state, board, route)
     on_board.checks += 1
-    verifier_version = event.verifier_version
     passed = payload.passed
     score = payload.score
     code = COUNTED
     card = board.card  # rules naming no verifier version accept any
-    if card is not None and card.verifier_versions and verifier_version not in card.verifier_versions:
+    if card is not None and card.verifier_versions and event.verifier_version not in card.verifier_versions:
         code = NOT_ACCEPTED
     elif passed and not _isfinite(score):
         code = NOT_FINITE
     elif passed and not payload.verified:
         code = NOT_VERIFIED
-        reason = "; ".join(payload.not_verified_because) or "the check passed but is not a verified score"
-        on_board.failed = _new(
-            Entry, (UNVERIFIED_CHECK, score, *_check_details(payload, reason, position, ns, verifier_version))
-        )
+        # [:] copies the repeated field into a list in one call; join would otherwise iterate the upb container
+        reason = "; ".join(payload.not_verified_because[:]) or "the check passed but is not a verified score"
+        on_board.failed = _check_entry(UNVERIFIED_CHECK, score, reason, event, payload, position, ns)
     elif passed:
         on_board.checks_passed += 1
         on_board.failed = None
         best = on_board.verified
         if best is None or score > best.score:
-            on_board.verified = _new(
-                Entry, (VERIFIED, score, *_check_details(payload, "", position, ns, verifier_version))
-            )
+            on_board.verified = _check_entry(VERIFIED, score, "", event, payload, position, ns)
         board.last_scored_ns = ns
     else:
-        reason = "; ".join(payload.reasons) or "the check failed without a reason"
-        on_board.failed = _new(
-            Entry, (FAILED_CHECK, score, *_check_details(payload, reason, position, ns, verifier_version))
-        )
+        reason = "; ".join(payload.reasons[:]) or "the check failed without a reason"  # [:]: as above
+        on_board.failed = _check_entry(FAILED_CHECK, score, reason, event, payload, position, ns)
     on_board.history.append(position * 4 + code)
 
 
-def _check_details(payload, reason: str, position: int, ns: int, verifier_version: int) -> tuple:
-    """An Entry's fields after source and score, read only for the checks that place an entry."""
-    return payload.cost, payload.sha, reason, position, ns, verifier_version, payload.check_id, "", payload.runner
+def _check_entry(source: str, score: float, reason: str, event, payload, position: int, ns: int) -> Entry:
+    """The entry a check places; its other fields are read only for the checks that place one."""
+    return _new(
+        Entry,
+        (
+            source,
+            score,
+            payload.cost,
+            payload.sha,
+            reason,
+            position,
+            ns,
+            event.verifier_version,
+            payload.check_id,
+            "",
+            payload.runner,
+        ),
+    )
 
 
-def _on_benchmark_status_changed(state: State, event, payload, actor: str, position: int, ns: int) -> None:
-    board = _board(state, payload.benchmark_version, actor, ns)
+def _on_benchmark_status_changed(state: State, board, event, payload, actor: str, position: int, ns: int) -> None:
     if board is None:
         return
-    if payload.status in SET_STATUSES:
-        board.status, board.status_reason = payload.status, payload.reason
+    status = payload.status
+    if status in SET_STATUSES:
+        board.status, board.status_reason = status, payload.reason
 
 
-def _on_route_adopted(state: State, event, payload, actor: str, position: int, ns: int) -> None:
-    board = _board(state, payload.benchmark_version, actor, ns)
+def _on_route_adopted(state: State, board, event, payload, actor: str, position: int, ns: int) -> None:
     if board is None:
         return
-    if not payload.route:
+    route = payload.route
+    if not route:
         return
-    on_board = _route(state, board, payload.route)
+    on_board = _route(state, board, route)
     on_board.adopted = payload.adopted
     on_board.history.append(position * 4 + COUNTED)
 
 
+# The payload cases the fold reads: each with its handler and whether the payload names its board's version
+# (benchmark_version; 0: not given, the board in force). Any other event is only activity on the board in force.
 _HANDLERS = {
-    "principal_registered": _on_principal_registered,
-    "route_started": _on_route_started,
-    "commit_ingested": _on_commit_ingested,
-    "rules_approved": _on_rules_approved,
-    "metrics_reported": _on_metrics_reported,
-    "check_completed": _on_check_completed,
-    "benchmark_status_changed": _on_benchmark_status_changed,
-    "route_adopted": _on_route_adopted,
+    "principal_registered": (_on_principal_registered, False),
+    "route_started": (_on_route_started, False),
+    "commit_ingested": (_on_commit_ingested, False),
+    "rules_approved": (_on_rules_approved, True),
+    "metrics_reported": (_on_metrics_reported, True),
+    "check_completed": (_on_check_completed, True),
+    "benchmark_status_changed": (_on_benchmark_status_changed, True),
+    "route_adopted": (_on_route_adopted, True),
 }
+_ACTIVITY_ONLY = (None, False)
 
 
 # ---- the rules text ----------------------------------------------------------------------------------------------
@@ -660,9 +690,9 @@ def route_to_json(on_board: RouteOnBoard) -> bytes:
     )
 
 
-def route_from_json(data: bytes) -> RouteOnBoard:
+def route_from_json(version: int, route: str, data: bytes) -> RouteOnBoard:
     verified, by_maintainer, reported, failed, adopted, checks, passed, reports, history = json.loads(data)
-    r = RouteOnBoard()
+    r = RouteOnBoard((version, route))
     r.verified, r.by_maintainer, r.reported, r.failed = (
         None if e is None else Entry(*e) for e in (verified, by_maintainer, reported, failed)
     )
@@ -701,7 +731,7 @@ def state_from_json(globals_json: bytes, boards: Iterable[bytes], routes: Iterab
         board = board_from_json(data)
         state.boards[board.version] = board
     for version, route, data in routes:
-        state.boards[version].routes[route] = route_from_json(data)
+        state.boards[version].routes[route] = route_from_json(version, route, data)
     return state
 
 

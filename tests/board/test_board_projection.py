@@ -4,7 +4,7 @@ from kernelboard.v1 import events_pb2
 
 from services.board import projection, views
 
-from .board_events import DAY_NS, START_NS, check, envelope, report, rules
+from .board_events import DAY_NS, START_NS, check, envelope, report, rules, rules_json
 
 AGENT = events_pb2.PRINCIPAL_KIND_AGENT
 
@@ -177,3 +177,14 @@ def test_a_pass_that_is_not_verified_is_listed_beside_with_why_and_never_ranks()
         ("cpu-only", "unverified check", "runner cpu is not the pinned NVIDIA H200"),
         ("gpu", "unverified check", "runner cpu is not the pinned NVIDIA H200"),
     ]
+
+
+def test_rules_without_a_version_are_only_activity_on_the_board_in_force():
+    unversioned = [
+        events_pb2.RulesApproved(rules_commit="x", benchmark_version=v, rules_json=rules_json(v)) for v in (0, -1)
+    ]
+    events = log(rules(1), *((payload, {"actor": "alice"}) for payload in unversioned))
+    state = projection.fold(events)
+    board = state.boards[1]
+    assert list(state.boards) == [1] and state.in_force == 1 and board.card.rules_commit == "rules1"
+    assert board.last_active_ns == events[-1].occurred_at.ToNanoseconds() and "alice" in board.actors
