@@ -54,16 +54,16 @@ def _stop_service_if_failed(task: asyncio.Task) -> None:
 
 
 async def run(settings: Settings) -> None:
-    server = ServerConfig.from_env("board")
-    event_log = await EventLog.connect(settings.database_url, **server.pool_options())
+    config = ServerConfig.from_env("board")
+    event_log = await EventLog.connect(settings.database_url, **config.pool_options())
     background = BoardBackground(event_log, settings)
     try:
         await background.start(exit_on_failure=True)  # caught up before the first query is taken
         await serve(
             "board",
             add_to_server(background.projector),
-            port=server.grpc_port,
-            metrics_port=server.metrics_port,
+            port=config.grpc_port,
+            metrics_port=config.metrics_port,
             pool=event_log.pool,
             on_stop=[background.stop],
         )

@@ -198,17 +198,17 @@ async def main(argv=None) -> None:
     args = parser.parse_args(argv)
     configure_logging("relay")
     settings = Settings.from_env()
-    server = ServerConfig.from_env("relay")
-    metrics_port = server.metrics_port if args.metrics_port is None else args.metrics_port
+    config = ServerConfig.from_env("relay")
+    metrics_port = config.metrics_port if args.metrics_port is None else args.metrics_port
     if metrics_port:
         metrics.start_metrics_server(metrics_port)
-    event_log = await EventLog.connect(settings.database_url, **server.pool_options())
+    event_log = await EventLog.connect(settings.database_url, **config.pool_options())
     relay = Relay(
         event_log,
         settings,
         batch_size=args.batch_size,
         poll_interval_s=args.poll_interval,
-        connect_timeout_s=server.pg_connect_timeout_s,
+        connect_timeout_s=config.pg_connect_timeout_s,
     )
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

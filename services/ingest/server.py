@@ -35,16 +35,16 @@ async def main() -> None:
     configure_logging("ingest")
     watch_children_with_pidfd()
     settings = Settings.from_env()
-    server = ServerConfig.from_env("ingest")
-    log = await EventLog.connect(settings.database_url, **server.pool_options())
+    config = ServerConfig.from_env("ingest")
+    log = await EventLog.connect(settings.database_url, **config.pool_options())
     limit = max_bundle_bytes()
     ingest = Ingest(log, hosted_repo(settings), max_bundle_bytes=limit)
     await ingest.start()
     await serve(
         "ingest",
         lambda server: add_to_server(server, ingest),
-        port=server.grpc_port,
-        metrics_port=server.metrics_port,
+        port=config.grpc_port,
+        metrics_port=config.metrics_port,
         pool=log.pool,
         on_stop=[ingest.stop, log.close],
         # A unary Push carries the whole bundle in one message: let it reach the size check, which names the limit.

@@ -97,8 +97,8 @@ def config_from_env(settings: Settings) -> SchedulerConfig:
 async def main() -> None:
     configure_logging("scheduler")
     settings = Settings.from_env()
-    server = ServerConfig.from_env("scheduler")
-    event_log = await EventLog.connect(settings.database_url, **server.pool_options())
+    server_config = ServerConfig.from_env("scheduler")
+    event_log = await EventLog.connect(settings.database_url, **server_config.pool_options())
     config = config_from_env(settings)
     jobs = JobService(
         event_log,
@@ -123,8 +123,8 @@ async def main() -> None:
     await serve(
         "scheduler",
         add_servicers,
-        port=server.grpc_port,
-        metrics_port=server.metrics_port,
+        port=server_config.grpc_port,
+        metrics_port=server_config.metrics_port,
         pool=event_log.pool,
         on_start=[lambda: following.append(asyncio.create_task(jobs.follow(), name="follow-jobs"))],
         on_stop=[stop_following],

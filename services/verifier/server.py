@@ -23,8 +23,8 @@ async def main() -> None:
     configure_logging("verifier")
     settings = Settings.from_env()
     config = WorkerConfig.from_env(settings)
-    server = ServerConfig.from_env("verifier")
-    event_log = await EventLog.connect(settings.database_url, **server.pool_options())
+    server_config = ServerConfig.from_env("verifier")
+    event_log = await EventLog.connect(settings.database_url, **server_config.pool_options())
     queue = CheckQueue(event_log, lease_s=config.lease_s)
     consumer = Consumer(CONSUMER_NAME, event_log, settings, Intake(event_log, queue).handle, types=set(EVENT_TYPES))
     workers = make_workers(queue, config)
@@ -47,8 +47,8 @@ async def main() -> None:
     await serve(
         "verifier",
         lambda server: add_to_server(server, queue, feed),
-        port=server.grpc_port,
-        metrics_port=server.metrics_port,
+        port=server_config.grpc_port,
+        metrics_port=server_config.metrics_port,
         pool=event_log.pool,
         on_start=[start],
         on_stop=[stop],
