@@ -16,6 +16,7 @@ from services.common import auth
 from services.common.auth import AGENT, MAINTAINER, MEMBER, PERSON, SERVICE, SIGNED_IN, AuthError
 from services.common.eventlog import payload_of
 from services.common.grpcserver import start_server
+from tests.common.metrics_wait import sample_reaches
 from tests.common.servicers import BOARD, add_all
 
 
@@ -207,7 +208,7 @@ async def test_protected_call_without_token(channel):
     error = await refused(get_board(channel))
     assert error.code() == grpc.StatusCode.UNAUTHENTICATED
     assert error.details().startswith("missing authorization metadata")
-    assert REGISTRY.get_sample_value("kb_grpc_requests_total", labels) == before + 1
+    await sample_reaches("kb_grpc_requests_total", labels, before + 1)
 
 
 async def test_protected_call_with_malformed_header_or_token(channel):
