@@ -3,6 +3,7 @@ observability), on a given database, for bench_getboard.py. Writes its gRPC and 
 serves until killed."""
 
 import asyncio
+import gc
 import sys
 
 from services.board.api import add_to_server
@@ -18,6 +19,7 @@ async def main(database_url: str, port_file: str) -> None:
     log = await EventLog.connect(database_url)
     projector = Projector(log)
     await projector.start()
+    gc.freeze()  # as the service does once caught up (services/board/server.py)
     server = await start_server("board", add_to_server(projector), port=0, pool=log.pool)
     metrics_port = start_metrics_server(0, addr="127.0.0.1")
     with open(port_file, "w") as out:

@@ -5,6 +5,7 @@ On start it loads the stored projection and catches up from the log, then follow
 """
 
 import asyncio
+import gc
 import os
 import signal
 
@@ -32,6 +33,9 @@ class BoardBackground:
 
     async def start(self, *, exit_on_failure: bool = False) -> None:
         await self.projector.start()
+        # The loaded projection lives as long as the process: out of the collector's sight, a full collection no
+        # longer walks it (a pause in the middle of queries that grows with the board).
+        gc.freeze()
         self._tasks = [
             asyncio.create_task(self.consumer.run(), name="board-consumer"),
             asyncio.create_task(self.projector.watch_lag(), name="board-lag"),

@@ -1,9 +1,10 @@
 """gRPC server scaffolding shared by the four services (grpc.aio).
 
 Every server gets: grpc.health.v1 (SERVING for each of its services and for ""), server reflection, request metrics
-(kb_grpc_*), a request id bound to the logs, the bearer-token AuthInterceptor when given a database pool, and a
-graceful shutdown on SIGTERM/SIGINT: health goes NOT_SERVING first, the server stops taking new calls and lets the
-running ones finish within a grace period, then the on_stop hooks run. A call that fails because PostgreSQL cannot
+(kb_grpc_*), a request id bound to the logs, a log line for each failed or slow call (KB_SLOW_RPC_MS, default 250),
+the bearer-token AuthInterceptor when given a database pool, and a graceful shutdown on SIGTERM/SIGINT: health goes
+NOT_SERVING first, the server stops taking new calls and lets the running ones finish within a grace period, then
+the on_stop hooks run. A call that fails because PostgreSQL cannot
 be reached ends UNAVAILABLE ("event log unavailable: ..."), which tells a client to retry, rather than UNKNOWN.
 """
 
@@ -33,7 +34,9 @@ Around = Callable[[grpc.aio.ServicerContext], contextlib.AbstractAsyncContextMan
 
 HEALTH_SERVICE = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
 DEFAULT_GRACE_S = float(os.environ.get("KB_SHUTDOWN_GRACE_S", "10"))
-# Probes and reflection are frequent and uninteresting: logged at debug, not info.
+# A call this slow is logged at info whatever its outcome (see ObservabilityInterceptor).
+DEFAULT_SLOW_RPC_MS = float(os.environ.get("KB_SLOW_RPC_MS", "250"))
+# Probes and reflection are frequent and uninteresting, and their streams long by design: never logged as slow.
 _QUIET_PREFIXES = (f"/{HEALTH_SERVICE}/", f"/{reflection.SERVICE_NAME}/", "/grpc.reflection.v1.ServerReflection/")
 
 log = get_logger()
@@ -119,22 +122,59 @@ def final_code(context: grpc.aio.ServicerContext, error: BaseException | None) -
     return code or grpc.StatusCode.OK
 
 
+class _MethodMetrics:
+    """One method's metric children, resolved once: ``labels()`` takes a lock and a dict lookup on every use."""
+
+    def __init__(self, service: str, method: str):
+        self._service, self._method = service, method
+        self.in_flight = metrics.GRPC_IN_FLIGHT.labels(service)
+        self.latency = metrics.GRPC_LATENCY.labels(service, method)
+        self._requests: dict[grpc.StatusCode, object] = {}
+
+    def finished(self, code: grpc.StatusCode, elapsed_s: float) -> None:
+        requests = self._requests.get(code)
+        if requests is None:
+            requests = self._requests[code] = metrics.GRPC_REQUESTS.labels(self._service, self._method, code.name)
+        requests.inc()
+        self.latency.observe(elapsed_s)
+
+
 class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
-    """Counts, times and logs every call, and binds a request id (``x-request-id`` metadata, or a new one)."""
+    """Counts, times and logs every call, and binds a request id (``x-request-id`` metadata, or a new one).
+
+    Calls that fail, or take ``slow_rpc_ms`` or longer, are logged at info ("rpc finished"); the rest at debug
+    (KB_LOG_LEVEL=DEBUG shows every call): at a thousand calls a second a line for each costs more CPU than the call,
+    and kb_grpc_requests_total already counts them. A method's handler is wrapped once, not on every call.
+    """
+
+    def __init__(self, slow_rpc_ms: float = DEFAULT_SLOW_RPC_MS):
+        self._slow_s = slow_rpc_ms / 1000
+        # method → (the handler the rest of the chain gave, its observed wrapper); the chain's handlers are built
+        # once per method, so the same handler comes back and its wrapper is reused.
+        self._observed: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
 
     async def intercept_service(self, continuation, handler_call_details):
         handler = await continuation(handler_call_details)
         if handler is None:
             return None
         full_method = handler_call_details.method
+        known = self._observed.get(full_method)
+        if known is not None and known[0] is handler:
+            return known[1]
+        observed = wrap_handler(handler, self._around(full_method))
+        self._observed[full_method] = (handler, observed)
+        return observed
+
+    def _around(self, full_method: str) -> Around:
         service, method = split_method(full_method)
         quiet = full_method.startswith(_QUIET_PREFIXES)
-        request_id = dict(handler_call_details.invocation_metadata or ()).get("x-request-id") or uuid.uuid4().hex[:16]
+        method_metrics = _MethodMetrics(service, method)
+        slow_s = self._slow_s
 
         @contextlib.asynccontextmanager
         async def observed(context):
-            in_flight = metrics.GRPC_IN_FLIGHT.labels(service)
-            in_flight.inc()
+            request_id = _request_id(context.invocation_metadata())
+            method_metrics.in_flight.inc()
             started = time.perf_counter()
             error = None
             with bind_ids(request_id=request_id, rpc=full_method):
@@ -148,17 +188,27 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
                     raise
                 finally:
                     elapsed = time.perf_counter() - started
-                    in_flight.dec()
+                    method_metrics.in_flight.dec()
                     code = final_code(context, error)
-                    metrics.GRPC_REQUESTS.labels(service, method, code.name).inc()
-                    metrics.GRPC_LATENCY.labels(service, method).observe(elapsed)
-                    emit = log.debug if quiet and code == grpc.StatusCode.OK else log.info
+                    method_metrics.finished(code, elapsed)
+                    duration_ms = round(elapsed * 1000, 2)
                     if error is not None and code == grpc.StatusCode.UNKNOWN:
-                        log.error("rpc failed", code=code.name, duration_ms=round(elapsed * 1000, 2), exc_info=error)
+                        log.error("rpc failed", code=code.name, duration_ms=duration_ms, exc_info=error)
+                    elif code != grpc.StatusCode.OK:
+                        log.info("rpc finished", code=code.name, duration_ms=duration_ms)
+                    elif elapsed >= slow_s and not quiet:  # a health Watch stream is long by design
+                        log.info("rpc finished", code=code.name, duration_ms=duration_ms, slow=True)
                     else:
-                        emit("rpc finished", code=code.name, duration_ms=round(elapsed * 1000, 2))
+                        log.debug("rpc finished", code=code.name, duration_ms=duration_ms)
 
-        return wrap_handler(handler, observed)
+        return observed
+
+
+def _request_id(metadata) -> str:
+    for key, value in metadata or ():
+        if key == "x-request-id" and value:
+            return value if isinstance(value, str) else value.decode()
+    return uuid.uuid4().hex[:16]
 
 
 class StartedServer:

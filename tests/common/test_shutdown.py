@@ -17,8 +17,8 @@ from tests.common.servicers import SLOW_VERSION_BASE
 REPO = Path(__file__).resolve().parents[2]
 
 
-async def start_service(*args):
-    env = {**os.environ, "PYTHONPATH": f"{REPO}:{REPO / 'protos'}"}
+async def start_service(*args, **extra_env):
+    env = {**os.environ, "PYTHONPATH": f"{REPO}:{REPO / 'protos'}", **extra_env}
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -71,18 +71,36 @@ async def test_signal_lets_the_running_call_finish_then_exits_zero(signum):
     assert events.index("shutting down") < events.index("on_stop ran") < events.index("stopped")
 
 
-async def test_rpc_log_lines_carry_request_id_and_method():
-    proc, lines = await start_service()
+async def run_calls_and_read_the_log(**extra_env) -> dict[str, dict]:
+    """Three GetBoard calls (fast, failed, slow by 0.3 s), tagged req-fast/req-failed/req-slow: their log lines."""
+    proc, lines = await start_service(**extra_env)
     async with grpc.aio.insecure_channel(f"127.0.0.1:{lines[-1]['port']}") as channel:
-        await board_pb2_grpc.BoardStub(channel).GetBoard(
-            board_pb2.GetBoardRequest(version=2), metadata=(("x-request-id", "req-7"),)
+        stub = board_pb2_grpc.BoardStub(channel)
+        await stub.GetBoard(board_pb2.GetBoardRequest(version=2), metadata=(("x-request-id", "req-fast"),))
+        with pytest.raises(grpc.aio.AioRpcError):
+            await stub.GetBoard(board_pb2.GetBoardRequest(version=-1), metadata=(("x-request-id", "req-failed"),))
+        await stub.GetBoard(
+            board_pb2.GetBoardRequest(version=SLOW_VERSION_BASE + 300), metadata=(("x-request-id", "req-slow"),)
         )
     proc.send_signal(signal.SIGTERM)
     assert await asyncio.wait_for(proc.wait(), 15) == 0
     finished = [line for line in await read_rest(proc) if line["event"] == "rpc finished"]
-    (line,) = [line for line in finished if line.get("request_id") == "req-7"]
-    assert line["rpc"] == "/kernelboard.v1.Board/GetBoard" and line["code"] == "OK" and line["service"] == "test"
-    assert line["duration_ms"] >= 0
+    return {line["request_id"]: line for line in finished if line.get("request_id", "").startswith("req-")}
+
+
+async def test_failed_and_slow_calls_are_logged_with_their_request_id_and_method():
+    logged = await run_calls_and_read_the_log(KB_SLOW_RPC_MS="200")
+    assert sorted(logged) == ["req-failed", "req-slow"]  # a fast call that succeeds is counted, not logged at info
+    assert logged["req-failed"]["code"] == "INVALID_ARGUMENT" and logged["req-failed"]["level"] == "info"
+    slow = logged["req-slow"]
+    assert slow["rpc"] == "/kernelboard.v1.Board/GetBoard" and slow["code"] == "OK" and slow["service"] == "test"
+    assert slow["slow"] is True and slow["duration_ms"] >= 300
+
+
+async def test_debug_level_logs_every_call():
+    logged = await run_calls_and_read_the_log(KB_LOG_LEVEL="DEBUG", KB_SLOW_RPC_MS="200")
+    assert sorted(logged) == ["req-failed", "req-fast", "req-slow"]
+    assert logged["req-fast"]["level"] == "debug" and logged["req-fast"]["duration_ms"] >= 0
 
 
 async def test_service_with_a_pool_signs_callers_in_and_closes_the_pool_on_stop(event_log, database):
@@ -91,7 +109,7 @@ async def test_service_with_a_pool_signs_callers_in_and_closes_the_pool_on_stop(
     async with event_log.pool.acquire() as conn:
         await auth.register_principal(conn, "sam", auth.PERSON, "", auth.MEMBER, log=event_log, actor="test")
         token = await auth.issue_token(conn, "sam")
-    proc, lines = await start_service(database)
+    proc, lines = await start_service(database, KB_SLOW_RPC_MS="0")  # every call logged, to see who made it
     async with grpc.aio.insecure_channel(f"127.0.0.1:{lines[-1]['port']}") as channel:
         stub = board_pb2_grpc.BoardStub(channel)
         reply = await stub.GetBoard(board_pb2.GetBoardRequest(), metadata=(("authorization", f"Bearer {token}"),))
