@@ -1,5 +1,6 @@
 """What the scaffolding costs per call: a bare grpc.aio server vs start_server (metrics, request id, logs) vs
-start_server with auth (one PostgreSQL lookup per call).
+start_server with auth, signed in from its token cache, vs auth with a PostgreSQL lookup per call (what every call
+costs while the cache's listener is down: an AuthInterceptor whose listener is never started).
 
     PYTHONPATH=.:protos .venv/bin/python bench/common/rpc_overhead.py [--calls 2000] [--concurrency 32]
 
@@ -15,6 +16,7 @@ import uuid
 import asyncpg
 import grpc
 from kernelboard.v1 import board_pb2, board_pb2_grpc
+from prometheus_client import REGISTRY
 
 from services.common import auth
 from services.common.eventlog import EventLog
@@ -74,10 +76,15 @@ async def main(calls: int, concurrency: int) -> None:
         await bare.start()
         plain = await start_server("bench", add_board, port=0)
         authed = await start_server("bench", add_board, port=0, pool=log.pool)
+        while not REGISTRY.get_sample_value("kb_auth_listener_connected"):
+            await asyncio.sleep(0.01)
+        uncached = await start_server("bench", add_board, port=0, interceptors=[auth.AuthInterceptor(log.pool)])
+        signed_in = (("authorization", f"Bearer {token}"),)
         setups = [
             ("bare grpc.aio", bare_port, ()),
             ("start_server, no auth", plain.port, ()),
-            ("start_server + auth (PostgreSQL lookup)", authed.port, (("authorization", f"Bearer {token}"),)),
+            ("start_server + auth (token cache)", authed.port, signed_in),
+            ("start_server + auth (PostgreSQL lookup)", uncached.port, signed_in),
         ]
         print(f"{calls} unary calls, {concurrency} concurrent; sequential latency on {calls // 4} calls")
         for label, port, metadata in setups:
@@ -86,6 +93,7 @@ async def main(calls: int, concurrency: int) -> None:
         await bare.stop(0)
         await plain.stop(0)
         await authed.stop(0)
+        await uncached.stop(0)
     finally:
         await log.close()
         await admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')

@@ -6,18 +6,31 @@ or precomputed table applies, which is what salts and slow hashes defend passwor
 found by its hash in one index lookup.
 
 Roles are ordered: signed-in < member < maintainer. An agent acts for its owner: its effective role is its owner's,
-read at every sign-in, so a change to the owner's role reaches the owner's agents at once.
+so a change to the owner's role reaches the owner's agents at once.
+
+A server's AuthInterceptor signs a call in from a cache of successful sign-ins (principal and expiry, by token hash)
+rather than a PostgreSQL lookup per call. The expiry is checked against the clock on every call, cached or not. The
+cache follows the database through LISTEN kb_auth_changed on a connection of its own: triggers (migration 0011)
+announce every update or delete of a token or a principal, and the notice drops the token's entry, or the entries of
+the principal and of its agents. Entries are only trusted while that connection listens: until it is connected, and
+from the moment it is lost until it listens again, every call is looked up in PostgreSQL as if there were no cache,
+and the cache starts empty on each (re)connection, since notices may have been missed meanwhile. A revocation or a
+role change therefore takes effect on the next call once its notice arrives (milliseconds), as it did with a lookup
+per call. Refusals are never cached.
 """
 
+import asyncio
 import contextlib
 import contextvars
 import hashlib
 import re
 import secrets
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+import asyncpg
 import grpc
 from grpc_health.v1 import health_pb2
 from grpc_reflection.v1alpha import reflection
@@ -26,7 +39,7 @@ from kernelboard.v1 import events_pb2
 from services.common import metrics
 from services.common.eventlog import NewEvent
 from services.common.grpcserver import wrap_handler
-from services.common.logs import bind_ids
+from services.common.logs import bind_ids, get_logger
 
 TOKEN_PREFIX = "kb_"
 _TOKEN_RE = re.compile(r"^kb_[A-Za-z0-9_-]{43}$")
@@ -47,6 +60,25 @@ KIND_NAMES = {PERSON: "person", AGENT: "agent", SERVICE: "service"}
 
 # A rise in "unknown" is a client misconfigured or guessing; in "expired", tokens due for renewal.
 AUTH_REFUSED = metrics.counter("kb_auth_refused_total", "Calls refused UNAUTHENTICATED, by reason.", ("reason",))
+# bypass: the change listener is down, so the cache is not trusted and every call costs a PostgreSQL lookup.
+TOKEN_CACHE_LOOKUPS = metrics.counter(
+    "kb_auth_token_cache_lookups_total",
+    "Bearer tokens looked up by the auth interceptor: hit (cache), miss (PostgreSQL, then cached if signed in), "
+    "bypass (PostgreSQL: the auth change listener is down).",
+    ("result",),
+)
+AUTH_LISTENER_CONNECTED = metrics.gauge(
+    "kb_auth_listener_connected",
+    "Auth change listeners connected (a server runs one: 1 while its token cache is trusted, 0 while it is not).",
+)
+
+# Announced by the triggers of migration 0011: 'token:<hash>', 'principal:<name>' or 'all'.
+AUTH_CHANGED_CHANNEL = "kb_auth_changed"
+DEFAULT_TOKEN_CACHE_SIZE = 10_000  # a few MB at most; beyond it the least recently used sign-in is dropped
+# How the listener's connection shows in pg_stat_activity.
+LISTENER_APPLICATION_NAME = "kb-auth-listener"
+
+log = get_logger(component="auth")
 
 DEFAULT_OPEN_METHODS = frozenset(
     {
@@ -217,23 +249,241 @@ async def list_tokens(conn, principal_name: str) -> list[TokenInfo]:
     return [TokenInfo(**row) for row in rows]
 
 
-async def authenticate(pool, token: str) -> Principal:
-    """The principal a token signs in, or AuthError saying why not (malformed, unknown, expired, revoked)."""
+@dataclass(frozen=True)
+class SignIn:
+    """A token's successful sign-in, as the token cache keeps it."""
+
+    principal: Principal
+    expires_at: datetime | None
+
+    def check_not_expired(self) -> None:
+        """AuthError once the expiry has passed: checked on every call, a cached sign-in included."""
+        if self.expires_at is not None and self.expires_at <= datetime.now(UTC):
+            raise AuthError(f"token expired at {self.expires_at.isoformat(timespec='seconds')}", "expired")
+
+
+def well_formed_token_hash(token: str) -> str:
+    """The hash of a token of the right shape, or AuthError (malformed) before any lookup."""
     if not _TOKEN_RE.match(token):
         raise AuthError("malformed token: expected kb_ followed by 43 characters", "malformed")
+    return hash_token(token)
+
+
+async def look_up_sign_in(pool, token_hash: str) -> SignIn:
+    """The sign-in of a token by its hash, read from PostgreSQL, or AuthError (unknown, revoked, expired)."""
     row = await pool.fetchrow(
         "SELECT t.expires_at, t.revoked_at, p.name, p.kind, p.owner, o.role"
         " FROM api_tokens t JOIN principals p ON p.name = t.principal JOIN principals o ON o.name = p.owner"
         " WHERE t.token_hash = $1",
-        hash_token(token),
+        token_hash,
     )
     if row is None:
         raise AuthError("unknown token", "unknown")
     if row["revoked_at"] is not None:
         raise AuthError(f"token revoked at {row['revoked_at'].isoformat(timespec='seconds')}", "revoked")
-    if row["expires_at"] is not None and row["expires_at"] <= datetime.now(UTC):
-        raise AuthError(f"token expired at {row['expires_at'].isoformat(timespec='seconds')}", "expired")
-    return Principal(row["name"], row["kind"], row["owner"], row["role"])
+    sign_in = SignIn(Principal(row["name"], row["kind"], row["owner"], row["role"]), row["expires_at"])
+    sign_in.check_not_expired()
+    return sign_in
+
+
+async def authenticate(pool, token: str) -> Principal:
+    """The principal a token signs in, or AuthError saying why not (malformed, unknown, expired, revoked); always
+    read from PostgreSQL (the interceptor's calls go through its token cache)."""
+    return (await look_up_sign_in(pool, well_formed_token_hash(token))).principal
+
+
+class TokenCache:
+    """Successful sign-ins by token hash; beyond ``max_size`` the least recently used is dropped.
+
+    ``trusted`` is set while the change listener listens (the listener sets and clears it). ``generation`` moves
+    on every drop, clear and change of trust: a lookup that started under an older generation may have read a row
+    that a notice has since made stale, so ``put`` refuses its result.
+    """
+
+    def __init__(self, max_size: int = DEFAULT_TOKEN_CACHE_SIZE):
+        if max_size < 1:
+            raise ValueError(f"token cache size must be at least 1, got {max_size}")
+        self.max_size = max_size
+        self.trusted = False
+        self.generation = 0
+        self._sign_ins: OrderedDict[str, SignIn] = OrderedDict()
+        # Token hashes under the names a notice may carry: the principal's own and its owner's (an agent's role).
+        self._hashes_by_name: dict[str, set[str]] = {}
+
+    def __len__(self) -> int:
+        return len(self._sign_ins)
+
+    def get(self, token_hash: str) -> SignIn | None:
+        sign_in = self._sign_ins.get(token_hash)
+        if sign_in is not None:
+            self._sign_ins.move_to_end(token_hash)
+        return sign_in
+
+    def put(self, token_hash: str, sign_in: SignIn, generation: int) -> bool:
+        """Keep a sign-in looked up under ``generation``; False (not kept) when untrusted or stale since."""
+        if not self.trusted or generation != self.generation:
+            return False
+        self._discard(token_hash)
+        self._sign_ins[token_hash] = sign_in
+        for name in {sign_in.principal.name, sign_in.principal.owner}:
+            self._hashes_by_name.setdefault(name, set()).add(token_hash)
+        while len(self._sign_ins) > self.max_size:
+            self._discard(next(iter(self._sign_ins)))
+        return True
+
+    def drop_token(self, token_hash: str) -> None:
+        self.generation += 1
+        self._discard(token_hash)
+
+    def drop_principal(self, name: str) -> None:
+        """Drop the sign-ins of ``name`` and of its agents, whose role is its."""
+        self.generation += 1
+        for token_hash in list(self._hashes_by_name.get(name, ())):
+            self._discard(token_hash)
+
+    def clear(self) -> None:
+        self.generation += 1
+        self._sign_ins.clear()
+        self._hashes_by_name.clear()
+
+    def set_trusted(self, trusted: bool) -> None:
+        """Start empty either way: notices may have been missed while untrusted."""
+        self.clear()
+        self.trusted = trusted
+
+    def _discard(self, token_hash: str) -> None:
+        sign_in = self._sign_ins.pop(token_hash, None)
+        if sign_in is None:
+            return
+        for name in {sign_in.principal.name, sign_in.principal.owner}:
+            hashes = self._hashes_by_name[name]
+            hashes.discard(token_hash)
+            if not hashes:
+                del self._hashes_by_name[name]
+
+
+# What losing the listener's connection looks like: logged as a warning and retried; anything else with its trace.
+_CONNECTION_ERRORS = (
+    OSError,  # refused, unreachable, timed out (TimeoutError)
+    asyncpg.PostgresError,  # e.g. terminated by an administrator, the database shutting down or not accepting
+    asyncpg.InterfaceError,
+    asyncpg.InternalClientError,
+)
+
+
+class AuthChangeListener:
+    """Keeps a TokenCache in step with the kb_auth_changed notices, and trusts it only while it listens.
+
+    The connection is its own, made with the pool's settings but outside it: held for as long as the server runs, a
+    pooled one would take one of the calls' connections for good (the verifier's pool has 4). It reconnects with
+    backoff (``retry_delay_s`` doubling up to ``max_retry_delay_s``). A connection closed by the server is noticed at
+    once (asyncpg's termination callback); one that died silently (a network cut: no notice, no close) by a ping every
+    ``ping_interval_s``, within twice that.
+    """
+
+    def __init__(
+        self,
+        pool,
+        cache: TokenCache,
+        *,
+        retry_delay_s: float = 0.1,
+        max_retry_delay_s: float = 10.0,
+        ping_interval_s: float = 5.0,
+    ):
+        self._pool = pool
+        self.cache = cache
+        self.retry_delay_s = retry_delay_s
+        self.max_retry_delay_s = max_retry_delay_s
+        self.ping_interval_s = ping_interval_s
+        self._task: asyncio.Task | None = None
+
+    @property
+    def connected(self) -> bool:
+        return self.cache.trusted
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="kb-auth-listener")
+
+    async def stop(self) -> None:
+        """Cancel the listener and close its connection; the cache is untrusted (and empty) afterwards."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            log.info("auth listener stopped")
+
+    async def _run(self) -> None:
+        delay = self.retry_delay_s
+        while True:
+            try:
+                conn = await _connect_like(self._pool)
+            except _CONNECTION_ERRORS as err:
+                log.warning("auth listener cannot connect", error=repr(err), retry_in_s=delay)
+            else:
+                try:
+                    await self._listen(conn)
+                except _CONNECTION_ERRORS as err:
+                    log.warning("auth listener disconnected", error=repr(err))
+                except Exception:
+                    log.exception("auth listener failed")
+                finally:
+                    listened = self._untrust()
+                    await _close(conn)
+                if listened:
+                    delay = self.retry_delay_s  # a working connection lost: retry at once, backing off from there
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, self.max_retry_delay_s)
+
+    async def _listen(self, conn: asyncpg.Connection) -> None:
+        """Trust the cache from the moment LISTEN holds until the connection fails (raises)."""
+        closed = asyncio.Event()
+        conn.add_termination_listener(lambda _conn: closed.set())
+        await conn.add_listener(AUTH_CHANGED_CHANNEL, self._on_notice)
+        self.cache.set_trusted(True)
+        AUTH_LISTENER_CONNECTED.inc()
+        log.info("auth listener connected", backend_pid=conn.get_server_pid())
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(closed.wait(), self.ping_interval_s)
+            if closed.is_set():
+                raise ConnectionError("connection closed")
+            await conn.execute("SELECT 1", timeout=self.ping_interval_s)
+
+    def _untrust(self) -> bool:
+        """Back to a lookup per call; True when the cache had been trusted."""
+        if not self.cache.trusted:
+            return False
+        self.cache.set_trusted(False)
+        AUTH_LISTENER_CONNECTED.dec()
+        return True
+
+    def _on_notice(self, _conn, _pid, _channel, payload: str) -> None:
+        kind, _, key = payload.partition(":")  # a principal's name may hold ':' too (system:scheduler)
+        if kind == "token":
+            self.cache.drop_token(key)
+        elif kind == "principal":
+            self.cache.drop_principal(key)
+        else:  # 'all' (a table truncated); a payload this version does not know is taken the same way
+            self.cache.clear()
+
+
+async def _connect_like(pool) -> asyncpg.Connection:
+    """A connection with the pool's settings (DSN, credentials, connect timeout), outside the pool. asyncpg keeps
+    them in Pool._connect_args and _connect_kwargs and has no getter for them (only set_connect_args)."""
+    kwargs = dict(pool._connect_kwargs)
+    kwargs["server_settings"] = {**(kwargs.get("server_settings") or {}), "application_name": LISTENER_APPLICATION_NAME}
+    return await asyncpg.connect(*pool._connect_args, **kwargs)
+
+
+async def _close(conn: asyncpg.Connection) -> None:
+    try:
+        with contextlib.suppress(Exception):  # a broken connection fails its goodbye
+            await conn.close(timeout=2)
+    finally:
+        if not conn.is_closed():  # the goodbye failed or stop() cut it short: drop the socket
+            conn.terminate()
 
 
 def bearer_token(metadata: Iterable[tuple[str, str | bytes]] | None) -> str:
@@ -288,12 +538,42 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
     """Signs in every call outside ``open_methods`` from its bearer token; UNAUTHENTICATED says why it could not.
 
     The lookup and the contextvar both happen inside the handler's own task (through wrap_handler), so
-    ``current_principal()`` holds in the handler however grpc.aio schedules interceptors.
+    ``current_principal()`` holds in the handler however grpc.aio schedules interceptors. Sign-ins come from the
+    token cache while its listener is connected (``start``/``stop``: start_server runs them with the server), else
+    from PostgreSQL (see the module doc).
     """
 
-    def __init__(self, pool, open_methods: Iterable[str] = DEFAULT_OPEN_METHODS):
+    def __init__(
+        self, pool, open_methods: Iterable[str] = DEFAULT_OPEN_METHODS, *, cache_size: int = DEFAULT_TOKEN_CACHE_SIZE
+    ):
         self._pool = pool
         self._open_methods = frozenset(open_methods)
+        self.token_cache = TokenCache(cache_size)
+        self.listener = AuthChangeListener(pool, self.token_cache)
+
+    def start(self) -> None:
+        self.listener.start()
+
+    async def stop(self) -> None:
+        await self.listener.stop()
+
+    async def authenticate(self, token: str) -> Principal:
+        """``authenticate(pool, token)`` through the token cache while it is trusted."""
+        token_hash = well_formed_token_hash(token)
+        cache = self.token_cache
+        if not cache.trusted:
+            TOKEN_CACHE_LOOKUPS.labels("bypass").inc()
+            return (await look_up_sign_in(self._pool, token_hash)).principal
+        cached = cache.get(token_hash)
+        if cached is not None:
+            TOKEN_CACHE_LOOKUPS.labels("hit").inc()
+            cached.check_not_expired()
+            return cached.principal
+        TOKEN_CACHE_LOOKUPS.labels("miss").inc()
+        generation = cache.generation
+        sign_in = await look_up_sign_in(self._pool, token_hash)
+        cache.put(token_hash, sign_in, generation)
+        return sign_in.principal
 
     async def intercept_service(self, continuation, handler_call_details):
         handler = await continuation(handler_call_details)
@@ -304,7 +584,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         @contextlib.asynccontextmanager
         async def signed_in(context):
             try:
-                principal = await authenticate(self._pool, bearer_token(metadata))
+                principal = await self.authenticate(bearer_token(metadata))
             except AuthError as err:
                 AUTH_REFUSED.labels(err.reason).inc()
                 await context.abort(grpc.StatusCode.UNAUTHENTICATED, str(err))

@@ -214,11 +214,19 @@ def _request_id(metadata) -> str:
 class StartedServer:
     """A started server; unpacks as ``server, port`` and knows how to shut itself down gracefully."""
 
-    def __init__(self, server: grpc.aio.Server, port: int, health: health_aio.HealthServicer, names: Sequence[str]):
+    def __init__(
+        self,
+        server: grpc.aio.Server,
+        port: int,
+        health: health_aio.HealthServicer,
+        names: Sequence[str],
+        on_stop: Sequence[Hook] = (),
+    ):
         self.server = server
         self.port = port
         self.health = health
         self.service_names = tuple(names)
+        self._on_stop = tuple(on_stop)  # run once the server has stopped: the auth listener's stop
 
     def __iter__(self):
         return iter((self.server, self.port))
@@ -227,6 +235,7 @@ class StartedServer:
         """NOT_SERVING first (so balancers and probes move away), then stop taking calls and finish running ones."""
         await self.health.enter_graceful_shutdown()
         await self.server.stop(grace)
+        await _run_hooks(self._on_stop)
 
 
 async def start_server(
@@ -244,14 +253,17 @@ async def start_server(
 
     ``add_servicers(server)`` registers the service's servicers and returns their full names
     (e.g. ``kernelboard.v1.Board``) for health and reflection. With ``pool`` every method needs a valid bearer token
-    except health, reflection and the full method names in ``open_methods`` (``/kernelboard.v1.Board/GetBoard``).
+    except health, reflection and the full method names in ``open_methods`` (``/kernelboard.v1.Board/GetBoard``);
+    the auth token cache's change listener starts with the server and stops with it.
     """
     chain: list[grpc.aio.ServerInterceptor] = [ObservabilityInterceptor()]
+    auth = None
     if pool is not None:
         # Imported here: auth builds its interceptor on this module's wrap_handler.
         from services.common.auth import DEFAULT_OPEN_METHODS, AuthInterceptor
 
-        chain.append(AuthInterceptor(pool, open_methods=DEFAULT_OPEN_METHODS | set(open_methods)))
+        auth = AuthInterceptor(pool, open_methods=DEFAULT_OPEN_METHODS | set(open_methods))
+        chain.append(auth)
     chain.extend(interceptors)
     # No SO_REUSEPORT: a second copy of a service on the same port must fail, not silently share its traffic.
     # options: e.g. ingest's larger grpc.max_receive_message_length for pushed bundles.
@@ -267,8 +279,10 @@ async def start_server(
     except RuntimeError as err:
         raise OSError(f"{service}: cannot listen for gRPC on {host}:{port} (in use?): {err}") from None
     await server.start()
+    if auth is not None:
+        auth.start()  # once the port is bound: a server that fails to start leaves no listener behind
     log.info("grpc server started", grpc_service=service, port=bound, services=names, auth=pool is not None)
-    return StartedServer(server, bound, health, names)
+    return StartedServer(server, bound, health, names, on_stop=[auth.stop] if auth is not None else [])
 
 
 async def _run_hooks(hooks: Sequence[Hook]) -> None:

@@ -117,6 +117,8 @@ def test_the_dashboard_has_the_panels_an_operator_needs():
         "relay lag": "kb_relay_lag_events",
         "dead-lettered events": "kb_consumer_dead_letters",
         "Slurm poll errors": "kb_scheduler_poll_errors_total",
+        "auth token cache hits/bypasses": "kb_auth_token_cache_lookups_total",
+        "auth change listener": "kb_auth_listener_connected",
     }
     missing = [what for what, fragment in needed.items() if fragment not in used]
     assert not missing, f"no panel for: {missing}"
