@@ -38,7 +38,7 @@ from kernelboard.v1 import events_pb2
 
 from services.common import metrics
 from services.common.eventlog import NewEvent
-from services.common.grpcserver import wrap_handler
+from services.common.grpcserver import HandlerWrappers
 from services.common.logs import bind_ids, get_logger
 
 TOKEN_PREFIX = "kb_"
@@ -537,10 +537,10 @@ async def require_role(context: grpc.aio.ServicerContext, role: int, action: str
 class AuthInterceptor(grpc.aio.ServerInterceptor):
     """Signs in every call outside ``open_methods`` from its bearer token; UNAUTHENTICATED says why it could not.
 
-    The lookup and the contextvar both happen inside the handler's own task (through wrap_handler), so
-    ``current_principal()`` holds in the handler however grpc.aio schedules interceptors. Sign-ins come from the
-    token cache while its listener is connected (``start``/``stop``: start_server runs them with the server), else
-    from PostgreSQL (see the module doc).
+    The lookup and the contextvar both happen inside the handler's own task (the method's handler wrapped once, by
+    HandlerWrappers), so ``current_principal()`` holds in the handler however grpc.aio schedules interceptors.
+    Sign-ins come from the token cache while its listener is connected (``start``/``stop``: start_server runs them
+    with the server), else from PostgreSQL (see the module doc).
     """
 
     def __init__(
@@ -550,6 +550,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         self._open_methods = frozenset(open_methods)
         self.token_cache = TokenCache(cache_size)
         self.listener = AuthChangeListener(pool, self.token_cache)
+        self._wrappers = HandlerWrappers(lambda _full_method: self._signed_in)
 
     def start(self) -> None:
         self.listener.start()
@@ -579,22 +580,20 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         handler = await continuation(handler_call_details)
         if handler is None or handler_call_details.method in self._open_methods:
             return handler
-        metadata = handler_call_details.invocation_metadata
+        return self._wrappers.wrap(handler_call_details.method, handler)
 
-        @contextlib.asynccontextmanager
-        async def signed_in(context):
-            try:
-                principal = await self.authenticate(bearer_token(metadata))
-            except AuthError as err:
-                AUTH_REFUSED.labels(err.reason).inc()
-                await context.abort(grpc.StatusCode.UNAUTHENTICATED, str(err))
-            # Bound for the rest of the call's own task (grpc.aio runs each call in one), not just this block, so
-            # the access log line written after the handler names the caller too.
-            bind_ids(principal=principal.name)
-            with acting_as(principal):
-                yield
-
-        return wrap_handler(handler, signed_in)
+    @contextlib.asynccontextmanager
+    async def _signed_in(self, context):
+        try:
+            principal = await self.authenticate(bearer_token(context.invocation_metadata()))
+        except AuthError as err:
+            AUTH_REFUSED.labels(err.reason).inc()
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, str(err))
+        # Bound for the rest of the call's own task (grpc.aio runs each call in one), not just this block, so
+        # the access log line written after the handler names the caller too.
+        bind_ids(principal=principal.name)
+        with acting_as(principal):
+            yield
 
 
 @dataclass(frozen=True)

@@ -76,6 +76,23 @@ def wrap_handler(handler: grpc.RpcMethodHandler, around: Around) -> grpc.RpcMeth
     )
 
 
+class HandlerWrappers:
+    """Each method's handler wrapped once, for an interceptor: the rest of the chain gives back the same handler
+    object for a method on every call, so its wrapper is built on the first call and reused while that holds."""
+
+    def __init__(self, around_for: Callable[[str], Around]):
+        self._around_for = around_for  # full method name → what to enter around each of its calls
+        self._wrapped: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
+
+    def wrap(self, full_method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+        known = self._wrapped.get(full_method)
+        if known is not None and known[0] is handler:
+            return known[1]
+        wrapped = wrap_handler(handler, self._around_for(full_method))
+        self._wrapped[full_method] = (handler, wrapped)
+        return wrapped
+
+
 def split_method(full_method: str) -> tuple[str, str]:
     """``/kernelboard.v1.Board/GetBoard`` → (``kernelboard.v1.Board``, ``GetBoard``)."""
     service, _, method = full_method.lstrip("/").partition("/")
@@ -149,21 +166,13 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
 
     def __init__(self, slow_rpc_ms: float = DEFAULT_SLOW_RPC_MS):
         self._slow_s = slow_rpc_ms / 1000
-        # method → (the handler the rest of the chain gave, its observed wrapper); the chain's handlers are built
-        # once per method, so the same handler comes back and its wrapper is reused.
-        self._observed: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
+        self._wrappers = HandlerWrappers(self._around)
 
     async def intercept_service(self, continuation, handler_call_details):
         handler = await continuation(handler_call_details)
         if handler is None:
             return None
-        full_method = handler_call_details.method
-        known = self._observed.get(full_method)
-        if known is not None and known[0] is handler:
-            return known[1]
-        observed = wrap_handler(handler, self._around(full_method))
-        self._observed[full_method] = (handler, observed)
-        return observed
+        return self._wrappers.wrap(handler_call_details.method, handler)
 
     def _around(self, full_method: str) -> Around:
         service, method = split_method(full_method)

@@ -1,6 +1,7 @@
 """The server scaffolding on a real grpc.aio server (port 0): health, reflection, every RPC shape, metrics, shutdown."""
 
 import asyncio
+import contextlib
 
 import grpc
 import pytest
@@ -9,7 +10,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from kernelboard.v1 import board_pb2, board_pb2_grpc, scheduler_pb2, scheduler_pb2_grpc, verifier_pb2, verifier_pb2_grpc
 from prometheus_client import REGISTRY
 
-from services.common.grpcserver import start_server
+from services.common.grpcserver import HandlerWrappers, start_server
 from tests.common.metrics_wait import sample_reaches
 from tests.common.servicers import BOARD, SCHEDULER, SLOW_VERSION_BASE, VERIFIER, add_all
 
@@ -139,3 +140,19 @@ async def test_stop_goes_not_serving_first_then_lets_running_calls_finish():
 async def test_port_in_use_is_a_clear_error(server):
     with pytest.raises(OSError, match=rf"second: cannot listen for gRPC on 127.0.0.1:{server.port} \(in use\?\)"):
         await start_server("second", add_all, port=server.port)
+
+
+def test_a_handler_is_wrapped_once_while_the_chain_gives_back_the_same_one():
+    arounds_built = []
+
+    def around_for(full_method):
+        arounds_built.append(full_method)
+        return contextlib.nullcontext
+
+    wrappers = HandlerWrappers(around_for)
+    handler = grpc.unary_unary_rpc_method_handler(lambda request, context: request)
+    first = wrappers.wrap("/s/M", handler)
+    assert wrappers.wrap("/s/M", handler) is first and first is not handler
+    replaced = grpc.unary_unary_rpc_method_handler(lambda request, context: request)
+    assert wrappers.wrap("/s/M", replaced) is not first  # a chain that builds a new handler gets a new wrapper
+    assert arounds_built == ["/s/M", "/s/M"]
