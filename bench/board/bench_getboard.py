@@ -4,7 +4,7 @@
 
 A scratch database (dropped afterwards) gets a generated log (--events, over --routes routes) and a signed-in
 member; the board is served by serve_for_bench.py in its own process (the service's read path: projector caught up
-from the log, auth against PostgreSQL on every call, the observability interceptor). This process sends GetBoard
+from the log, auth through the token cache — PostgreSQL on a miss —, the observability interceptor). This process sends GetBoard
 (newest board) at --rps, spread over --clients channels, and measures each call from send to reply. Prints JSON.
 """
 
@@ -119,9 +119,16 @@ def server_side(metrics_port: int) -> dict:
         for sample in family.samples:
             if sample.labels.get("method") == "GetBoard" and sample.name.endswith(("_sum", "_count")):
                 samples[sample.name] = sample.value
+    sign_ins = {
+        sample.labels["result"]: int(sample.value)
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "kb_auth_token_cache_lookups_total"
+    }
     board_n = samples.get("kb_board_query_seconds_count", 0)
     call_n = samples.get("kb_grpc_request_duration_seconds_count", 0)
     return {
+        "server_token_cache_lookups": sign_ins,
         "server_board_query_mean_ms": round(samples["kb_board_query_seconds_sum"] / board_n * 1000, 4)
         if board_n
         else None,

@@ -15,7 +15,7 @@ from services.common.metrics import start_metrics_server
 
 
 async def main(database_url: str, port_file: str) -> None:
-    configure_logging("board", level="WARNING")
+    configure_logging("board")  # INFO, as the service runs
     log = await EventLog.connect(database_url)
     projector = Projector(log)
     await projector.start()
