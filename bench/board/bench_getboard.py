@@ -4,8 +4,9 @@
 
 A scratch database (dropped afterwards) gets a generated log (--events, over --routes routes) and a signed-in
 member; the board is served by serve_for_bench.py in its own process (the service's read path: projector caught up
-from the log, auth through the token cache — PostgreSQL on a miss —, the observability interceptor). This process sends GetBoard
-(newest board) at --rps, spread over --clients channels, and measures each call from send to reply. Prints JSON.
+from the log, auth through the token cache with PostgreSQL on a miss, the observability interceptor). This process
+sends GetBoard (newest board) at --rps, spread over --clients channels, and measures each call from send to reply.
+Prints JSON.
 """
 
 import argparse
