@@ -43,7 +43,7 @@ def test_there_is_a_cheat_for_every_class():
         assert (CHEATS / directory / f"{problem_id}.py").is_file()
 
 
-@pytest.mark.parametrize("cheat_class", sorted(CHEAT_ROUTES))
+@pytest.mark.parametrize("cheat_class", sorted(set(CHEAT_ROUTES) - {1}))  # class 1 on the CPU: see below
 def test_cheat_fails_with_its_class_named(rules_path, cheat_class):
     directory, problem_id = CHEAT_ROUTES[cheat_class]
     doc = run_check(CHEATS / directory, rules_path, shapes="smoke", device="cpu", only=[problem_id])
@@ -58,12 +58,16 @@ def test_dynamic_defense_alone_catches_the_cheat(rules_path, cheat_class):
     assert any("static pass skipped" in why for why in doc["not_verified_because"])
 
 
-def test_reused_memory_fails_on_the_cpu_without_the_static_pass(rules_path):
-    """Class 1 without the static pass: glibc's malloc hands the poisoned block back only sometimes (it depends on what
-    else the process allocated), so on the CPU the unwritten output is caught as poison (class 1) or as a wrong result
-    (class 2). On the GPU the caching allocator returns it every time: bench/harness's H200 runs name class 1."""
+@pytest.mark.parametrize("skip_static", [False, True])
+def test_reused_memory_fails_on_the_cpu(rules_path, skip_static):
+    """Class 1, which no static pass sees: glibc's malloc hands the poisoned block back only sometimes (it depends on
+    what else the process allocated), so on the CPU the unwritten output is caught as poison (class 1) or as a wrong
+    result (class 2); a full suite run has shown the second. On the GPU the caching allocator returns it every
+    time: bench/harness's H200 runs name class 1."""
     directory, problem_id = CHEAT_ROUTES[1]
-    doc = run_check(CHEATS / directory, rules_path, shapes="smoke", device="cpu", only=[problem_id], skip_static=True)
+    doc = run_check(
+        CHEATS / directory, rules_path, shapes="smoke", device="cpu", only=[problem_id], skip_static=skip_static
+    )
     assert doc["passed"] is False
     (sub,) = doc["subtasks"]
     assert any(v.startswith(("class 1 ", "class 2 ")) for v in sub["violations"]), sub["violations"]
