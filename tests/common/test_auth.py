@@ -16,22 +16,13 @@ from services.common import auth
 from services.common.auth import AGENT, MAINTAINER, MEMBER, PERSON, SERVICE, SIGNED_IN, AuthError
 from services.common.eventlog import payload_of
 from services.common.grpcserver import start_server
-from tests.common.metrics_wait import sample_reaches
+from tests.common.principals import register, token_for
 from tests.common.servicers import BOARD, add_all
+from tests.common.waiting import sample_reaches
 
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:6]}"
-
-
-async def register(event_log, name, kind=PERSON, owner="", role=MEMBER):
-    async with event_log.pool.acquire() as conn:
-        return await auth.register_principal(conn, name, kind, owner, role, log=event_log, actor="operator")
-
-
-async def token_for(event_log, name, ttl=None) -> str:
-    async with event_log.pool.acquire() as conn:
-        return await auth.issue_token(conn, name, ttl=ttl)
 
 
 @pytest.fixture(scope="module")

@@ -3,9 +3,7 @@ the kb_auth_changed notices (a revocation, a moved expiry, an owner's role, a tr
 while cached, the listener lost and back (calls bypass the cache and stay right), and the listener's lifecycle."""
 
 import asyncio
-import time
 import uuid
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
@@ -19,7 +17,9 @@ from services.common import auth
 from services.common.auth import AGENT, MAINTAINER, MEMBER, PERSON, SERVICE, AuthError, Principal, SignIn, TokenCache
 from services.common.eventlog import EventLog
 from services.common.grpcserver import start_server
+from tests.common.principals import register, token_for
 from tests.common.servicers import add_all
+from tests.common.waiting import eventually
 from tests.databases import ADMIN_URL, throwaway_database
 
 NOTICE_WAIT_S = 2.0  # how long a notice may take to reach the cache
@@ -43,29 +43,6 @@ def listeners_connected() -> float:
 
 def refused_count(reason: str) -> float:
     return REGISTRY.get_sample_value("kb_auth_refused_total", {"reason": reason}) or 0.0
-
-
-async def eventually(check: Callable[[], Awaitable[bool] | bool], what: str, timeout_s: float = NOTICE_WAIT_S):
-    """Polls ``check`` until it holds; fails naming ``what`` after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = check()
-        if asyncio.iscoroutine(result):
-            result = await result
-        if result:
-            return
-        assert time.monotonic() < deadline, f"not within {timeout_s} s: {what}"
-        await asyncio.sleep(0.02)
-
-
-async def register(event_log, name, kind=PERSON, owner="", role=MEMBER):
-    async with event_log.pool.acquire() as conn:
-        return await auth.register_principal(conn, name, kind, owner, role, log=event_log, actor="operator")
-
-
-async def token_for(event_log, name, ttl=None) -> str:
-    async with event_log.pool.acquire() as conn:
-        return await auth.issue_token(conn, name, ttl=ttl)
 
 
 async def revoke(event_log, token: str) -> None:

@@ -11,8 +11,8 @@ from kernelboard.v1 import board_pb2, board_pb2_grpc, scheduler_pb2, scheduler_p
 from prometheus_client import REGISTRY
 
 from services.common.grpcserver import HandlerWrappers, start_server
-from tests.common.metrics_wait import sample_reaches
 from tests.common.servicers import BOARD, SCHEDULER, SLOW_VERSION_BASE, VERIFIER, add_all
+from tests.common.waiting import sample_reaches
 
 SERVING, NOT_SERVING = health_pb2.HealthCheckResponse.SERVING, health_pb2.HealthCheckResponse.NOT_SERVING
 

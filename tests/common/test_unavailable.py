@@ -9,8 +9,8 @@ from prometheus_client import REGISTRY
 from services.common import auth
 from services.common.eventlog import EventLog
 from services.common.grpcserver import start_server
-from tests.common.metrics_wait import sample_reaches
 from tests.common.servicers import BOARD
+from tests.common.waiting import sample_reaches
 from tests.e2e.stack import ThrowawayPostgres
 
 GET_BOARD = f"/{BOARD}/GetBoard"
