@@ -7,21 +7,27 @@ moment after the client already holds the error; a test reads the counter until 
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from prometheus_client import REGISTRY
 
+T = TypeVar("T")
 
-async def eventually(check: Callable[[], Awaitable[bool] | bool], what: str, timeout_s: float = 2.0) -> None:
-    """Polls ``check`` until it holds; fails naming ``what`` after ``timeout_s``."""
+
+async def eventually(
+    check: Callable[[], Awaitable[T] | T], what: str, timeout_s: float = 2.0, interval_s: float = 0.02
+) -> T:
+    """Polls ``check`` (sync or async) every ``interval_s`` until it returns something truthy, and returns that;
+    fails naming ``what`` after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
     while True:
         result = check()
         if asyncio.iscoroutine(result):
             result = await result
         if result:
-            return
+            return result
         assert time.monotonic() < deadline, f"not within {timeout_s} s: {what}"
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(interval_s)
 
 
 async def sample_reaches(name: str, labels: dict[str, str], expected: float, timeout_s: float = 2.0) -> None:

@@ -7,7 +7,6 @@ nats-server (free port, own JetStream store), KB_HOME, JetStream stream and free
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shutil
@@ -24,6 +23,8 @@ from pathlib import Path
 import asyncpg
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from tests.common.waiting import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVICES = ("ingest", "scheduler", "verifier", "board")
@@ -315,14 +316,6 @@ class Stack:
 
 
 async def wait_for(predicate, what: str, deadline_s: float, interval_s: float = 0.5):
-    """Await ``predicate()`` (sync or async) until it returns something truthy; return it, or fail naming ``what``."""
-    deadline = time.monotonic() + deadline_s
-    while True:
-        value = predicate()
-        if asyncio.iscoroutine(value):
-            value = await value
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {deadline_s:.0f} s")
-        await asyncio.sleep(interval_s)
+    """Await ``predicate()`` (sync or async) until it returns something truthy; return it, or fail naming ``what``.
+    Every half second by default: each poll is a call to the stack's services, which the flow is timing."""
+    return await eventually(predicate, what, deadline_s, interval_s)
