@@ -4,8 +4,8 @@ Every server gets: grpc.health.v1 (SERVING for each of its services and for ""),
 (kb_grpc_*), a request id bound to the logs, a log line for each failed or slow call (KB_SLOW_RPC_MS, default 250),
 the bearer-token AuthInterceptor when given a database pool, and a graceful shutdown on SIGTERM/SIGINT: health goes
 NOT_SERVING first, the server stops taking new calls and lets the running ones finish within a grace period, then
-the on_stop hooks run. A call that fails because PostgreSQL cannot
-be reached ends UNAVAILABLE ("event log unavailable: ..."), which tells a client to retry, rather than UNKNOWN.
+the on_stop hooks run. A call that fails because PostgreSQL cannot be reached ends UNAVAILABLE ("event log
+unavailable: ..."), which tells a client to retry, rather than UNKNOWN.
 """
 
 import asyncio
@@ -157,7 +157,7 @@ class _MethodMetrics:
 
 
 class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
-    """Counts, times and logs every call, and binds a request id (``x-request-id`` metadata, or a new one).
+    """Counts and times every call, logs it, and binds a request id (``x-request-id`` metadata, or a new one).
 
     Calls that fail, or take ``slow_rpc_ms`` or longer, are logged at info ("rpc finished"); the rest at debug
     (KB_LOG_LEVEL=DEBUG shows every call): at a thousand calls a second a line for each costs more CPU than the call,
@@ -268,7 +268,7 @@ async def start_server(
     chain: list[grpc.aio.ServerInterceptor] = [ObservabilityInterceptor()]
     auth = None
     if pool is not None:
-        # Imported here: auth builds its interceptor on this module's wrap_handler.
+        # Imported here: auth builds its interceptor on this module's HandlerWrappers.
         from services.common.auth import DEFAULT_OPEN_METHODS, AuthInterceptor
 
         auth = AuthInterceptor(pool, open_methods=DEFAULT_OPEN_METHODS | set(open_methods))
