@@ -115,17 +115,13 @@ def server_side(metrics_port: int) -> dict:
     """The server's own account: the board's query time (kb_board_query_seconds) against the whole call's
     (kb_grpc_request_duration_seconds: interceptors, auth, handler)."""
     text = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).read().decode()
-    samples = {}
+    samples, sign_ins = {}, {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             if sample.labels.get("method") == "GetBoard" and sample.name.endswith(("_sum", "_count")):
                 samples[sample.name] = sample.value
-    sign_ins = {
-        sample.labels["result"]: int(sample.value)
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name == "kb_auth_token_cache_lookups_total"
-    }
+            elif sample.name == "kb_auth_token_cache_lookups_total":
+                sign_ins[sample.labels["result"]] = int(sample.value)
     board_n = samples.get("kb_board_query_seconds_count", 0)
     call_n = samples.get("kb_grpc_request_duration_seconds_count", 0)
     return {
