@@ -2,11 +2,11 @@
 
 import asyncio
 import contextlib
-import time
 
 from kernelboard.v1 import events_pb2 as pb
 
 from services.common.eventlog import EventLog, NewEvent
+from tests.common.waiting import eventually
 
 
 class Crash(BaseException):
@@ -20,12 +20,7 @@ async def append_jobs(log: EventLog, count: int, batch: int = 100) -> None:
 
 
 async def wait_for(condition, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if result := await condition():
-            return result
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+    return await eventually(condition, what, timeout, interval_s=0.05)
 
 
 @contextlib.asynccontextmanager

@@ -1,22 +1,15 @@
 """The Slurm adapter against the real cluster: submit, admin hold, release, cancel, one batched poll."""
 
-import asyncio
-import time
-
 import pytest
 
 from services.scheduler.slurm import Slurm, SlurmError
+from tests.common.waiting import eventually
 
 pytestmark = pytest.mark.slurm
 
 
 async def wait_until(predicate, timeout_s: float, what: str):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if result := await predicate():
-            return result
-        await asyncio.sleep(0.5)
-    raise AssertionError(f"not within {timeout_s} s: {what}")
+    return await eventually(predicate, what, timeout_s, interval_s=0.5)  # each poll runs Slurm's commands
 
 
 async def test_submit_poll_hold_release_cancel(slurm_conf, tmp_path):
