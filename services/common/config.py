@@ -9,6 +9,7 @@ and in deploy/k8s:
 | ``KB_<SERVICE>_METRICS_PORT`` | /metrics: ingest 9101, scheduler 9102, verifier 9103, board 9104, relay 9105 |
 | ``KB_PG_POOL_MIN_SIZE``, ``KB_PG_POOL_MAX_SIZE`` | ingest, verifier, board 10 and 10; scheduler 1 and 5; relay 1, 2 |
 | ``KB_PG_CONNECT_TIMEOUT_S`` | 10: a connection to an unreachable PostgreSQL fails then (the call: UNAVAILABLE) |
+| ``KB_SHUTDOWN_GRACE_S``, ``KB_SLOW_RPC_MS`` | 10 and 250, read by services/common/grpcserver.py |
 """
 
 import os
@@ -76,9 +77,9 @@ class ServerConfig:
             service=service,
             grpc_port=_port(env, f"{prefix}_PORT", GRPC_PORTS[service]) if service in GRPC_PORTS else None,
             metrics_port=_port(env, f"{prefix}_METRICS_PORT", METRICS_PORTS[service]),
-            pool_min_size=_number(env, "KB_PG_POOL_MIN_SIZE", min_default, int, minimum=0),
-            pool_max_size=_number(env, "KB_PG_POOL_MAX_SIZE", max_default, int, minimum=1),
-            pg_connect_timeout_s=_number(
+            pool_min_size=env_number(env, "KB_PG_POOL_MIN_SIZE", min_default, int, minimum=0),
+            pool_max_size=env_number(env, "KB_PG_POOL_MAX_SIZE", max_default, int, minimum=1),
+            pg_connect_timeout_s=env_number(
                 env, "KB_PG_CONNECT_TIMEOUT_S", DEFAULT_PG_CONNECT_TIMEOUT_S, float, minimum=0.1
             ),
         )
@@ -95,10 +96,12 @@ class ServerConfig:
 
 
 def _port(env, name: str, default: int) -> int:
-    return _number(env, name, default, int, minimum=0, maximum=65535)
+    return env_number(env, name, default, int, minimum=0, maximum=65535)
 
 
-def _number(env, name: str, default, kind, *, minimum, maximum=None):
+def env_number(env, name: str, default, kind, *, minimum, maximum=None):
+    """``name`` from ``env`` as ``kind`` (int or float) within bounds, else ``default`` when unset or empty; a value
+    that is not a number or out of bounds is a ValueError naming the variable."""
     raw = env.get(name)
     if raw is None or raw == "":
         return default

@@ -25,6 +25,7 @@ from grpc_health.v1.health import aio as health_aio
 from grpc_reflection.v1alpha import reflection
 
 from services.common import metrics
+from services.common.config import env_number
 from services.common.logs import bind_ids, get_logger
 
 AddServicers = Callable[[grpc.aio.Server], Sequence[str]]
@@ -33,9 +34,9 @@ Hook = Callable[[], Awaitable[None] | None]
 Around = Callable[[grpc.aio.ServicerContext], contextlib.AbstractAsyncContextManager]
 
 HEALTH_SERVICE = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
-DEFAULT_GRACE_S = float(os.environ.get("KB_SHUTDOWN_GRACE_S", "10"))
+DEFAULT_GRACE_S = env_number(os.environ, "KB_SHUTDOWN_GRACE_S", 10.0, float, minimum=0)
 # A call this slow is logged at info whatever its outcome (see ObservabilityInterceptor).
-DEFAULT_SLOW_RPC_MS = float(os.environ.get("KB_SLOW_RPC_MS", "250"))
+DEFAULT_SLOW_RPC_MS = env_number(os.environ, "KB_SLOW_RPC_MS", 250.0, float, minimum=0)
 # Probes and reflection are frequent and uninteresting, and their streams long by design: never logged as slow.
 _QUIET_PREFIXES = (f"/{HEALTH_SERVICE}/", f"/{reflection.SERVICE_NAME}/", "/grpc.reflection.v1.ServerReflection/")
 

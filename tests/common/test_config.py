@@ -1,9 +1,16 @@
 """ServerConfig: every server's ports and PostgreSQL pool from the environment, defaults as DESIGN.md fixes them."""
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from services.common.config import ServerConfig
 from services.common.eventlog import EventLog
+
+REPO = Path(__file__).resolve().parents[2]
 
 # DESIGN.md's contract: gRPC and /metrics ports per service (the relay: metrics only).
 CONTRACT = {
@@ -64,3 +71,18 @@ async def test_the_pool_options_size_a_real_pool(database):
         assert log.pool.get_size() == 1  # min_size connections opened at start
     finally:
         await log.close()
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        ("KB_SLOW_RPC_MS", "fast", "KB_SLOW_RPC_MS='fast' is not a number"),
+        ("KB_SHUTDOWN_GRACE_S", "-1", "KB_SHUTDOWN_GRACE_S='-1' must be >= 0"),
+    ],
+)
+def test_a_servers_bad_logging_or_shutdown_setting_stops_it_with_the_variable_named(variable, value, message):
+    env = {**os.environ, "PYTHONPATH": f"{REPO}:{REPO / 'protos'}", variable: value}
+    started = subprocess.run(
+        [sys.executable, "-c", "import services.common.grpcserver"], env=env, cwd=REPO, capture_output=True, text=True
+    )
+    assert started.returncode != 0 and message in started.stderr
