@@ -24,6 +24,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio
 from grpc_reflection.v1alpha import reflection
 
+from contracts.refusals import Refusal
 from services.common import metrics
 from services.common.config import env_number
 from services.common.logs import bind_ids, get_logger
@@ -130,6 +131,16 @@ def _raised_in(error: BaseException, package: str) -> bool:
     return False
 
 
+MAX_STATUS_MESSAGE_CHARS = 1024  # a status message stays far below gRPC's 8 KB metadata limit
+
+
+def bounded_message(message: str) -> str:
+    """A refusal's message, cut so that it always reaches the client as the status the server chose."""
+    if len(message) <= MAX_STATUS_MESSAGE_CHARS:
+        return message
+    return message[: MAX_STATUS_MESSAGE_CHARS - 20] + f"… ({len(message)} characters)"
+
+
 def final_code(context: grpc.aio.ServicerContext, error: BaseException | None) -> grpc.StatusCode:
     # GeneratorExit: a streaming call abandoned by its client, its generator closed later.
     if isinstance(error, asyncio.CancelledError | GeneratorExit):
@@ -190,6 +201,9 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
             with bind_ids(request_id=request_id, rpc=full_method):
                 try:
                     yield
+                except Refusal as refusal:
+                    error = refusal
+                    await context.abort(grpc.StatusCode[refusal.code], bounded_message(refusal.message))
                 except BaseException as exc:
                     error = exc
                     if unavailable := event_log_unavailable(exc):

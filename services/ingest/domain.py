@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 from kernelboard.v1 import events_pb2
 
+from contracts.refusals import Refusal, denied, invalid  # noqa: F401  (re-exported for the ingest modules)
+
 ROUTE_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{1,39}$")
 JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 OBJECT_ID = re.compile(r"^[0-9a-f]{40}$")
@@ -27,25 +29,6 @@ MAINTAINER = events_pb2.ROLE_MAINTAINER
 SERVICE = events_pb2.PRINCIPAL_KIND_SERVICE
 AGENT = events_pb2.PRINCIPAL_KIND_AGENT
 PERSON = events_pb2.PRINCIPAL_KIND_PERSON
-
-
-class Refusal(Exception):
-    """A request refused. ``code`` names the gRPC status, ``reason`` is the short label for metrics, and the message
-    names the problem for the caller."""
-
-    def __init__(self, code: str, reason: str, message: str):
-        super().__init__(message)
-        self.code = code
-        self.reason = reason
-        self.message = message
-
-
-def invalid(reason: str, message: str) -> Refusal:
-    return Refusal("INVALID_ARGUMENT", reason, message)
-
-
-def denied(message: str) -> Refusal:
-    return Refusal("PERMISSION_DENIED", "role", message)
 
 
 @dataclass(frozen=True)

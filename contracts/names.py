@@ -1,0 +1,231 @@
+"""The grammar of every identifier, defined once. Each name is matched in full with ``re.fullmatch`` (``$`` would
+also match before a trailing newline), is bounded in length, and holds no control characters. A check either returns
+the name or raises a Refusal (INVALID_ARGUMENT) whose message states the one rule that was broken and quotes only a
+short prefix of the input.
+
+The grammars are the ones the hosted repository, the event streams and the board already use (docs/ARCHITECTURE.md,
+"Names"): widening one is a contract change.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from contracts.refusals import Refusal, clip, invalid
+
+
+@dataclass(frozen=True)
+class Grammar:
+    """One kind of identifier: its label in messages, its pattern (matched in full) and the rule in words."""
+
+    kind: str
+    pattern: re.Pattern[str]
+    rule: str
+    max_chars: int
+
+    def matches(self, value: object) -> bool:
+        return isinstance(value, str) and len(value) <= self.max_chars and self.pattern.fullmatch(value) is not None
+
+    def check(self, value: object, field: str | None = None) -> str:
+        """``value`` if it is a well-formed name of this kind, else a Refusal naming the field and the rule."""
+        if self.matches(value):
+            return value  # type: ignore[return-value]
+        raise invalid(f"bad_{self.kind.replace(' ', '_')}", f"{field or self.kind} {clip(value)}: {self.rule}")
+
+
+def _grammar(kind: str, pattern: str, rule: str, max_chars: int) -> Grammar:
+    return Grammar(kind, re.compile(pattern), rule, max_chars)
+
+
+_PRINCIPAL = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
+
+ROUTE = _grammar(
+    "route", r"[a-z0-9][a-z0-9-]{1,39}", "2-40 characters of a-z, 0-9 and '-', starting with a letter or digit", 40
+)
+PERSON = _grammar(
+    "person", _PRINCIPAL, "1-64 characters of A-Z, a-z, 0-9, '.', '_' and '-', starting with a letter or digit", 64
+)
+AGENT = _grammar(
+    "agent",
+    rf"{_PRINCIPAL}/{_PRINCIPAL}",
+    "<person>/<agent>, each 1-64 characters of A-Z, a-z, 0-9, '.', '_' and '-', starting with a letter or digit",
+    129,
+)
+SERVICE = _grammar(
+    "service identity",
+    rf"system:{_PRINCIPAL}",
+    "system:<name>, the name 1-64 characters of A-Z, a-z, 0-9, '.', '_' and '-', starting with a letter or digit",
+    71,
+)
+JOB_ID = _grammar("job id", r"[1-9][0-9]{0,17}", "a Slurm job id: 1-18 digits, not starting with 0", 18)
+PROBLEM = _grammar(
+    "problem id", r"[a-z][a-z0-9_]{0,39}", "1-40 characters of a-z, 0-9 and '_', starting with a letter", 40
+)
+OBJECT_ID = _grammar("object id", r"[0-9a-f]{40}", "40 lowercase hexadecimal digits (a full git SHA-1)", 40)
+PULL_NUMBER_MAX = 2**31 - 1
+
+MAIN_REF = "refs/heads/main"
+CHECKS_TAG = "refs/tags/checks"
+ROUTE_PREFIX = "refs/heads/routes/"
+JOB_PREFIX = "refs/jobs/"
+PULL_PREFIX = "refs/pull/"
+
+SCHEDULER = "system:scheduler"  # the only identity that writes refs/jobs/*
+SERVICE_PREFIX = "system:"
+
+REF_MAX_CHARS = 100
+REF_RULE = "one of refs/heads/main, refs/tags/checks, refs/heads/routes/<route>, refs/pull/<n>/head, refs/jobs/<job id>"
+
+
+def route(value: object, field: str = "route") -> str:
+    return ROUTE.check(value, field)
+
+
+def person(value: object, field: str = "person") -> str:
+    return PERSON.check(value, field)
+
+
+def agent(value: object, field: str = "agent") -> str:
+    return AGENT.check(value, field)
+
+
+def job_id(value: object, field: str = "job id") -> str:
+    return JOB_ID.check(value, field)
+
+
+def problem(value: object, field: str = "problem id") -> str:
+    return PROBLEM.check(value, field)
+
+
+def object_id(value: object, field: str = "object id") -> str:
+    return OBJECT_ID.check(value, field)
+
+
+def pull_number(value: object, field: str = "pull request number") -> int:
+    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= PULL_NUMBER_MAX:
+        return value
+    raise invalid("bad_pull_number", f"{field} {clip(value)}: a whole number from 1 to {PULL_NUMBER_MAX}")
+
+
+def principal(value: object, field: str = "principal") -> str:
+    """A person, an agent or a service identity."""
+    for grammar in (PERSON, AGENT, SERVICE):
+        if grammar.matches(value):
+            return value  # type: ignore[return-value]
+    raise invalid("bad_principal", f"{field} {clip(value)}: a person, <person>/<agent> or system:<name>")
+
+
+def principal_kind(name: str) -> str:
+    """'person', 'agent' or 'service' for a well-formed principal name (check it first)."""
+    if name.startswith(SERVICE_PREFIX):
+        return "service"
+    return "agent" if "/" in name else "person"
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A hosted ref, parsed: ``kind`` is main, checks, route, pull or job; the matching field is set."""
+
+    name: str
+    kind: str
+    route: str = ""
+    pull_number: int = 0
+    job_id: str = ""
+
+    @property
+    def stream(self) -> str:
+        """The event stream whose events concern this ref."""
+        return {
+            "route": f"route:{self.route}",
+            "pull": f"pull:{self.pull_number}",
+            "job": f"job:{self.job_id}",
+        }.get(self.kind, "rules" if self.kind == "checks" else "main")
+
+
+def ref(value: object, field: str = "ref") -> Ref:
+    """Parse a full hosted ref name, or refuse it naming the rule."""
+    if isinstance(value, str) and len(value) <= REF_MAX_CHARS:
+        if value == MAIN_REF:
+            return Ref(value, "main")
+        if value == CHECKS_TAG:
+            return Ref(value, "checks")
+        if value.startswith(ROUTE_PREFIX) and ROUTE.matches(value[len(ROUTE_PREFIX) :]):
+            return Ref(value, "route", route=value[len(ROUTE_PREFIX) :])
+        if value.startswith(JOB_PREFIX) and JOB_ID.matches(value[len(JOB_PREFIX) :]):
+            return Ref(value, "job", job_id=value[len(JOB_PREFIX) :])
+        match = re.fullmatch(r"refs/pull/([1-9][0-9]{0,9})/head", value)
+        if match and int(match[1]) <= PULL_NUMBER_MAX:
+            return Ref(value, "pull", pull_number=int(match[1]))
+    raise invalid("bad_ref", f"{field} {clip(value)}: {REF_RULE}")
+
+
+def route_ref(name: str) -> str:
+    return ROUTE_PREFIX + name
+
+
+def job_ref(job: str) -> str:
+    return JOB_PREFIX + job
+
+
+def pull_ref(number: int) -> str:
+    return f"{PULL_PREFIX}{number}/head"
+
+
+STREAM_MAX_CHARS = 160
+
+
+def stream(value: object, field: str = "stream") -> str:
+    """An event stream name: ``<kind>:<id>`` with a well-formed id for the kinds above, or a plain service stream
+    (letters, digits, '-', '_', ':', '/', '.')."""
+    if isinstance(value, str) and len(value) <= STREAM_MAX_CHARS:
+        kind, _, rest = value.partition(":")
+        typed = {"route": ROUTE, "job": JOB_ID}.get(kind)
+        if typed is not None:
+            if typed.matches(rest):
+                return value
+        elif kind == "pull":
+            if rest.isdigit() and rest[0] != "0" and int(rest) <= PULL_NUMBER_MAX:
+                return value
+        elif re.fullmatch(r"[a-z][a-z0-9_-]{0,31}(:[A-Za-z0-9][A-Za-z0-9._:/-]{0,126})?", value):
+            return value
+    raise invalid("bad_stream", f"{field} {clip(value)}: <kind>:<id>, printable, at most {STREAM_MAX_CHARS} characters")
+
+
+def is_route(value: object) -> bool:
+    return ROUTE.matches(value)
+
+
+__all__ = [
+    "AGENT",
+    "CHECKS_TAG",
+    "JOB_ID",
+    "JOB_PREFIX",
+    "MAIN_REF",
+    "OBJECT_ID",
+    "PERSON",
+    "PROBLEM",
+    "PULL_PREFIX",
+    "ROUTE",
+    "ROUTE_PREFIX",
+    "SCHEDULER",
+    "SERVICE",
+    "Grammar",
+    "Ref",
+    "Refusal",
+    "agent",
+    "is_route",
+    "job_id",
+    "job_ref",
+    "object_id",
+    "person",
+    "principal",
+    "principal_kind",
+    "problem",
+    "pull_number",
+    "pull_ref",
+    "ref",
+    "route",
+    "route_ref",
+    "stream",
+]
