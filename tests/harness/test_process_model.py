@@ -32,7 +32,7 @@ def smoke(route: Path, rules_path, *only: str, skip_static: bool = False) -> dic
     return run_check(route, rules_path, shapes="smoke", device="cpu", only=list(only), skip_static=skip_static)
 
 
-# -- attacks ------------------------------------------------------------------------------------------------------------
+# -- attacks -----------------------------------------------------------------------------------------------------------
 def test_a_forged_verdict_and_a_clean_exit_of_the_route_never_make_a_pass(tmp_path):
     metrics = tmp_path / "out" / "metrics.json"
     args = [str(ATTACKS / "forge_verdict"), "--metrics", str(metrics), "--shapes", "smoke", "--device", "cpu"]
@@ -118,7 +118,8 @@ BAD_FORWARDS = {
     ),
     "forks without end": (
         "import os, time\n",
-        "while True:\n            try:\n                os.fork()\n            except OSError:\n                time.sleep(0.01)",
+        "while True:\n            try:\n                os.fork()\n"
+        "            except OSError:\n                time.sleep(0.01)",
         "its process cap (32 processes)",
     ),
     "fills the disk": (
