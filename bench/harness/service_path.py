@@ -91,7 +91,12 @@ def main() -> None:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     for index in range(1, args.runs + 1):
-        print(json.dumps(asyncio.run(run_once(index, args.route_dir.resolve(), args.out, args.time_limit, args.verify_args))), flush=True)
+        print(
+            json.dumps(
+                asyncio.run(run_once(index, args.route_dir.resolve(), args.out, args.time_limit, args.verify_args))
+            ),
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -285,7 +285,7 @@ class Confinement:
             p for p in dict.fromkeys(["/root", "/run", "/var/tmp", "/dev/shm", *self.hidden]) if Path(p).is_dir()
         ]
         for path in covered:
-            args += ["--tmpfs", path]
+            args += ["--perms", "1777", "--tmpfs", path] if path == "/dev/shm" else ["--tmpfs", path]
         # What the process needs from under a covered directory goes back on top, read-only; what lay under /tmp goes
         # back on top of the fresh scratch tmpfs.
         visible = list(dict.fromkeys(str(Path(p).resolve()) for p in self.visible if Path(p).exists()))
