@@ -341,9 +341,7 @@ class Ingest:
 
     async def open_pull(self, actor: Actor, route_name: str, title: str) -> store.PullRow:
         route, head = await self.get_route(route_name)
-        access.require(
-            actor, access.Action.OPEN_PULL, access.Target(owner=route.owner, label=f"route {route.route!r}")
-        )
+        access.require(actor, access.Action.OPEN_PULL, access.Target(owner=route.owner, label=f"route {route.route!r}"))
         main = await store.ref_value(self.pool, domain.MAIN_REF)
         if await self.repo.is_ancestor(head, main):
             raise Refusal("FAILED_PRECONDITION", "nothing_to_merge", f"route {route.route!r} brings nothing main lacks")

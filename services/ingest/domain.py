@@ -27,6 +27,7 @@ PULL_REF = re.compile(r"^refs/pull/([1-9][0-9]*)/head$")
 
 PERSON, AGENT, SERVICE = access.PERSON, access.AGENT, access.SERVICE
 
+
 @dataclass(frozen=True)
 class RefTarget:
     """A hosted ref, by its full name, and what writing it means."""

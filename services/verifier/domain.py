@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from google.protobuf import json_format
 from kernelboard.v1 import events_pb2
 
-from services.common.rules import Rules
+from contracts.rules import Rules
 
 VERIFIER_VERSION = 1
 CHECKED_KINDS = frozenset({events_pb2.COMMIT_KIND_ROUTE, events_pb2.COMMIT_KIND_JOB})

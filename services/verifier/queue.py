@@ -12,8 +12,8 @@ from datetime import datetime
 import asyncpg
 from kernelboard.v1 import events_pb2
 
+from contracts.rules import parse
 from services.common.eventlog import ConcurrencyConflict, DuplicateEvent, EventLog, NewEvent, decode_row
-from services.common.rules import load_rules
 from services.verifier import domain
 from services.verifier.domain import ApprovedRules, CheckItem, Verdict
 
@@ -93,7 +93,7 @@ class CheckQueue:
         row = await (conn or self.pool).fetchrow("SELECT rules_commit, rules_json FROM verifier_rules")
         if row is None:
             return None
-        return ApprovedRules(row["rules_commit"], load_rules(row["rules_json"]))
+        return ApprovedRules(row["rules_commit"], parse(row["rules_json"]))
 
     # --- intake ---
 

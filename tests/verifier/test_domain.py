@@ -5,7 +5,7 @@ import json
 import pytest
 from kernelboard.v1 import events_pb2
 
-from services.common.rules import load_rules
+from contracts.rules import parse
 from services.verifier import domain
 from services.verifier.domain import ApprovedRules, RunOutcome
 from tests.verifier.conftest import project_rules, rules_with_checks
@@ -25,7 +25,7 @@ VALID = {
 
 
 def approved(rules: dict | None = None) -> ApprovedRules:
-    return ApprovedRules(RULES_COMMIT, load_rules(rules or project_rules()))
+    return ApprovedRules(RULES_COMMIT, parse(rules or project_rules()))
 
 
 def commit(kind=events_pb2.COMMIT_KIND_ROUTE, **fields) -> events_pb2.CommitIngested:
@@ -66,7 +66,7 @@ def test_the_same_commit_check_and_rules_always_name_the_same_check():
     first = domain.checks_for_commit(commit(), "e1", approved(), "fast")[0]
     again = domain.checks_for_commit(commit(), "e-redelivered", approved(), "fast")[0]
     assert first.check_id == again.check_id
-    other_rules = ApprovedRules("c" * 40, load_rules(project_rules()))
+    other_rules = ApprovedRules("c" * 40, parse(project_rules()))
     assert domain.checks_for_commit(commit(), "e1", other_rules, "fast")[0].check_id != first.check_id
 
 
