@@ -3,16 +3,15 @@ commits may touch, what a bundle header and a metrics.json must look like. No I/
 gather the facts and these functions judge them.
 """
 
-import json
-import math
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from kernelboard.v1 import events_pb2
 
-from contracts import access
+from contracts import access, metrics
 from contracts.access import Actor
+from contracts.metrics import Metrics
 from contracts.refusals import Refusal, invalid
 
 ROUTE_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{1,39}$")
@@ -252,13 +251,6 @@ def check_route_files(route: str, entries: Sequence[tuple[str, str]]) -> None:
 # --- metrics and rules ---------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Metrics:
-    score: float
-    cost: float
-    subtasks: object = field(default=None)
-
-
 def metrics_path(route: str) -> str:
     return f"routes/{route}/metrics.json"
 
@@ -275,22 +267,12 @@ def reported_routes(target: RefTarget, changed_paths: Iterable[str]) -> list[str
 
 
 def parse_metrics(path: str, text: str) -> Metrics:
-    """metrics.json holds at least ``{"score", "cost", "subtasks"}``: finite non-negative numbers and a list or
-    object of subtasks."""
+    """A route's own metrics.json, in contracts.metrics' REPORT profile: at least ``{"score", "cost", "subtasks"}``,
+    finite non-negative numbers and a list or object of subtasks."""
     try:
-        data = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise invalid("malformed_metrics", f"malformed {path}: not JSON ({err})") from None
-    if not isinstance(data, dict):
-        raise invalid("malformed_metrics", f"malformed {path}: expected an object with score, cost and subtasks")
-    for name in ("score", "cost"):
-        value = data.get(name)
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
-            raise invalid("malformed_metrics", f"malformed {path}: {name} must be a finite number >= 0, got {value!r}")
-    subtasks = data.get("subtasks")
-    if not isinstance(subtasks, list | dict):
-        raise invalid("malformed_metrics", f"malformed {path}: subtasks must be a list or an object, got {subtasks!r}")
-    return Metrics(float(data["score"]), float(data["cost"]), subtasks)
+        return metrics.parse(text, metrics.REPORT)
+    except metrics.MetricsError as err:
+        raise invalid("malformed_metrics", f"malformed {path}: {err}") from None
 
 
 # --- identities and tokens -----------------------------------------------------------------------------------------

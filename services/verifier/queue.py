@@ -12,6 +12,7 @@ from datetime import datetime
 import asyncpg
 from kernelboard.v1 import events_pb2
 
+from contracts.metrics import VERIFIER_VERSION
 from contracts.rules import parse
 from services.common.eventlog import ConcurrencyConflict, DuplicateEvent, EventLog, NewEvent, decode_row
 from services.verifier import domain
@@ -187,7 +188,7 @@ class CheckQueue:
             verdict.completed,
             actor=ACTOR,
             event_id=domain.completed_event_id(check_id),
-            verifier_version=domain.VERIFIER_VERSION,
+            verifier_version=VERIFIER_VERSION,
         )
         state = "passed" if verdict.completed.passed else "failed"
         try:

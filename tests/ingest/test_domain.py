@@ -136,8 +136,9 @@ def test_metrics_validation():
     good = domain.parse_metrics("routes/r/metrics.json", '{"score": 1.5, "cost": 20, "subtasks": [{"id": "x"}]}')
     assert (good.score, good.cost, good.subtasks) == (1.5, 20.0, [{"id": "x"}])
     for text, fragment in [
-        ("{", "not JSON"),
-        ("[]", "expected an object"),
+        ("{", "not valid JSON"),
+        ("[" * 100_000, "nested too deeply"),
+        ("[]", "must be a JSON object"),
         ('{"cost": 1, "subtasks": []}', "score"),
         ('{"score": "fast", "cost": 1, "subtasks": []}', "score"),
         ('{"score": 1, "cost": -1, "subtasks": []}', "cost"),

@@ -5,6 +5,7 @@ import json
 import pytest
 from kernelboard.v1 import events_pb2
 
+from contracts import metrics
 from contracts.rules import parse
 from services.verifier import domain
 from services.verifier.domain import ApprovedRules, RunOutcome
@@ -109,6 +110,7 @@ def test_a_broken_guardrail_fails_with_the_harness_reasons():
         (outcome(2, None, tail="x\nbad rules\n"), domain.COULD_NOT_RUN, "could not run: bad rules"),
         (outcome(0, None), domain.NO_METRICS, "wrote no metrics file"),
         (outcome(0, b"{not json"), domain.MALFORMED_METRICS, "not valid JSON"),
+        (outcome(0, b"[" * 100_000), domain.MALFORMED_METRICS, "nested too deeply"),
         (
             RunOutcome(0, False, 1.0, None, metrics_error="not a regular file"),
             domain.MALFORMED_METRICS,
@@ -132,12 +134,12 @@ def test_every_other_ending_fails_saying_why(run, reason, words):
 
 
 def test_a_huge_metrics_file_is_refused_and_long_texts_are_cut():
-    huge = b" " * (domain.MAX_METRICS_BYTES + 1)
+    huge = b" " * (metrics.MAX_BYTES + 1)
     assert "over the" in domain.judge(item(), outcome(0, huge), host="h").completed.reasons[0]
     noisy = {**VALID, "passed": False, "reasons": ["x" * 10_000] * 200}
     verdict = domain.judge(item(), outcome(1, noisy), host="h")
-    assert len(verdict.completed.reasons) == domain.MAX_REASONS
-    assert all(len(r) <= domain.MAX_TEXT for r in verdict.completed.reasons)
+    assert len(verdict.completed.reasons) == metrics.MAX_REASONS
+    assert all(len(r) <= metrics.MAX_TEXT for r in verdict.completed.reasons)
 
 
 def test_abandoned_and_routeless_checks_fail():

@@ -8,7 +8,8 @@ from pathlib import Path
 import torch
 
 from contracts import rules as rules_file
-from services.verifier.harness import VERIFIER_VERSION, integrity
+from contracts.metrics import VERIFIER_VERSION
+from services.verifier.harness import integrity
 from services.verifier.harness.static_scan import scan_route
 from services.verifier.harness.verify import (
     Context,
