@@ -19,6 +19,7 @@ from pathlib import Path
 
 import asyncpg
 
+from contracts.metrics import MAX_BYTES as MAX_METRICS_BYTES
 from services.common import metrics
 from services.common.config import ServerConfig, Settings
 from services.common.eventlog import EventLog
@@ -224,7 +225,7 @@ class Worker:
             self.script_env(item, box, route_dir, metrics_path),
             time_limit_s=item.time_limit_s,
         )
-        metrics_text, metrics_error = read_result_file(box.path / "out" / item.metrics_file, domain.MAX_METRICS_BYTES)
+        metrics_text, metrics_error = read_result_file(box.path / "out" / item.metrics_file, MAX_METRICS_BYTES)
         return RunOutcome(
             exit_code=finished.exit_code,
             timed_out=finished.timed_out,
