@@ -64,6 +64,7 @@ COPY_BANDWIDTH_BYTES_PER_S = 4.18e12  # H200, BENCHMARK.md
 PROBLEM_TIME_LIMIT_S = 300.0  # per problem, for everything the candidate is asked; KB_PROBLEM_TIME_LIMIT_S overrides
 CALIBRATION_PINGS = 20
 COMPARE_CHUNK = 1 << 28  # elements compared at a time
+GPU_MEMORY_FRACTION = "0.55"  # of the GPU for the candidate's torch allocator (full shapes peak near 60 GB)
 CALIBRATION_BYTES = {"gpu": 64 << 20, "cpu": 4 << 20}
 CODE_ROOT = Path(__file__).resolve().parents[3]
 
@@ -263,9 +264,11 @@ class CandidateProcess:
             "KB_PROBLEMS_ROOT": str(setup.problems_root),
             **self.confinement.scratch_env(),
         }
-        for name in ("TRITON_INTERPRET", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "KB_GPU_MEMORY_FRACTION"):
+        for name in ("TRITON_INTERPRET", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH"):
             if name in os.environ:
                 env[name] = os.environ[name]
+        if ctx.device.type == "cuda":  # the judge keeps the rest: a candidate that takes it all fails, not the check
+            env["KB_GPU_MEMORY_FRACTION"] = os.environ.get("KB_GPU_MEMORY_FRACTION", GPU_MEMORY_FRACTION)
         argv = self.confinement.command([sys.executable, "-m", "services.verifier.harness.candidate"])
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
