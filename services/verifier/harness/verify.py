@@ -327,6 +327,8 @@ class CandidateProcess:
     def _died(self, what: str) -> str:
         code = self.proc.poll()
         caps = self.confinement.exceeded()
+        if code is not None and code > 128 and self.confinement.bwrap and code - 128 in signal.valid_signals():
+            code = 128 - code  # bubblewrap exits 128 + N when what it ran was killed by signal N
         if code is not None and code < 0:
             name = signal.Signals(-code).name if -code in signal.valid_signals() else str(-code)
             caught = {"SIGXCPU": "its CPU-time cap", "SIGXFSZ": "its file-size cap"}.get(name)
