@@ -16,6 +16,7 @@ from datetime import timedelta
 from google.protobuf import json_format, struct_pb2
 from kernelboard.v1 import events_pb2
 
+from contracts.refusals import not_found
 from services.common import auth, metrics
 from services.common.eventlog import EventLog, NewEvent
 from services.common.logs import bind_ids, get_logger
@@ -99,6 +100,14 @@ class Ingest:
         await self.git_refs.stop()
 
     # --- push ------------------------------------------------------------------------------------------------------
+
+    def refuse_size(self, size: int) -> None:
+        """Refuse a bundle that has grown over the limit while it streams in, counted like any refused push."""
+        try:
+            domain.check_size(size, self.max_bundle_bytes)
+        except Refusal as refusal:
+            self.count_refusal(refusal, size)
+            raise
 
     def count_refusal(self, refusal: Refusal, size: int, started: float | None = None) -> None:
         BUNDLE_BYTES.observe(size)
@@ -316,7 +325,8 @@ class Ingest:
             wanted = [domain.parse_ref(name).ref for name in refs]
             missing = [ref for ref in wanted if ref not in recorded]
             if missing:
-                raise Refusal("NOT_FOUND", "unknown_ref", f"no such ref: {', '.join(missing)}")
+                more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+                raise Refusal("NOT_FOUND", "unknown_ref", f"no such ref: {', '.join(missing[:3])}{more}")
         else:
             wanted = [
                 ref
@@ -452,11 +462,13 @@ class Ingest:
         return token, principal, registered
 
     async def revoke_token(self, actor: Actor, token: str) -> str:
+        """Revoke a token the actor may revoke. An unknown, malformed, expired or revoked token and another's token
+        all get the same NOT_FOUND: the answer must not tell whether a made-up token exists, or whose a real one is."""
         try:
             holder = await auth.authenticate(self.pool, token)
-        except auth.AuthError as err:
-            raise domain.invalid("token", f"cannot revoke: {err}") from None
-        domain.check_token_revoke(actor, holder.name, holder.owner)
+            domain.check_token_revoke(actor, holder.name, holder.owner)
+        except (auth.AuthError, Refusal):
+            raise not_found("unknown_token", "no such token among those you may revoke") from None
         async with self.pool.acquire() as conn:
             await auth.revoke_token(conn, token)
         log.info("token revoked", principal=holder.name, actor=actor.name)
