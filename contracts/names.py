@@ -220,6 +220,16 @@ def is_route(value: object) -> bool:
     return ROUTE.matches(value)
 
 
+def is_ref(value: object) -> bool:
+    """Whether ``value`` is a full hosted ref name (for records read back from storage, where a bad one is set
+    aside, not refused)."""
+    try:
+        ref(value)
+    except Refusal:
+        return False
+    return True
+
+
 __all__ = [
     "AGENT",
     "CHECKS_TAG",
@@ -238,6 +248,7 @@ __all__ = [
     "Ref",
     "Refusal",
     "agent",
+    "is_ref",
     "is_route",
     "job_id",
     "job_ref",

@@ -16,11 +16,13 @@ from datetime import timedelta
 from google.protobuf import json_format, struct_pb2
 from kernelboard.v1 import events_pb2
 
+from contracts import names
 from contracts.refusals import not_found
 from services.common import auth, metrics
 from services.common.eventlog import EventLog, NewEvent
 from services.common.logs import bind_ids, get_logger
 from services.common.rules import RulesError, load_rules
+from services.common.setaside import SetAside
 from services.ingest import domain, store
 from services.ingest.domain import Actor, RefTarget, Refusal
 from services.ingest.gitrefs import GitRefFollower
@@ -89,7 +91,7 @@ class Ingest:
         writes them meanwhile); returns the refs it repaired."""
         await self.repo.init()
         self.repo.clear_quarantine()
-        repaired = await self.repo.reconcile(await store.ref_values(self.pool))
+        repaired = await self.repo.reconcile(await self._refs_git_can_take())
         if repaired:
             log.warning("git refs reconciled from postgres", refs=repaired)
         self.git_refs.start()
@@ -98,6 +100,26 @@ class Ingest:
 
     async def stop(self) -> None:
         await self.git_refs.stop()
+
+    async def _refs_git_can_take(self) -> dict[str, str]:
+        """The recorded refs, less the rows git could not take, which are set aside: an ill-formed name (an older
+        version let ``routes/x-y\n`` in, and git refused it on every start) or a commit the repository lacks."""
+        set_aside = SetAside("ingest_reconcile")
+        good = {}
+        for ref, sha in (await store.ref_values(self.pool)).items():
+            if not names.is_ref(ref):
+                reason = "not a well-formed hosted ref"
+            elif await self.repo.object_type(sha) not in ("commit", "tag"):
+                reason = f"{sha} is not a commit of the hosted repository"
+            else:
+                good[ref] = sha
+                continue
+            async with self.pool.acquire() as conn:
+                moved = await store.set_ref_aside(conn, ref, sha, reason)
+            if moved:
+                set_aside.record(ref, reason, sha=sha)
+        set_aside.finish(await store.refs_set_aside(self.pool))
+        return good
 
     # --- push ------------------------------------------------------------------------------------------------------
 

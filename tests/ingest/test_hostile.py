@@ -9,9 +9,15 @@ import zlib
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from kernelboard.v1 import ingest_pb2
+from kernelboard.v1 import ingest_pb2, ingest_pb2_grpc
+from prometheus_client import REGISTRY
 
+from services.common.grpcserver import start_server
 from services.ingest import store
+from services.ingest.api import add_to_server
+from services.ingest.app import Ingest
+from services.ingest.gitrepo import HostedRepo
+from tests.ingest.conftest import MAX_BUNDLE_BYTES
 from tests.ingest.gitwork import WorkClone
 from tests.ingest.test_service import clone, push, refused, snapshot, start_route
 
@@ -206,3 +212,39 @@ async def test_bad_input_to_push_stream(stack, tmp_path):
     )
     await short_refusal(stack, stack.stub.PushStream(chunks(), metadata=md), grpc.StatusCode.INVALID_ARGUMENT)
     await serving(stack)
+
+
+async def test_ingest_starts_with_a_bad_ref_row_set_aside(stack, tmp_path):
+    # What the old code committed for StartRoute("x-y\n"), and a ref whose commit the repository lacks: each made
+    # every later start fail in the reconcile. Written straight into PostgreSQL, as the old code did.
+    bad = {"refs/heads/routes/x-y\n": "1" * 40, "refs/heads/routes/lost": "2" * 40}
+    async with stack.log.pool.acquire() as conn:
+        for ref, sha in bad.items():
+            await conn.execute("INSERT INTO ingest_refs (ref, sha, updated_by) VALUES ($1, $2, 'old-code')", ref, sha)
+    before = REGISTRY.get_sample_value("kb_records_set_aside", {"step": "ingest_reconcile"}) or 0
+    restarted = Ingest(stack.log, HostedRepo(stack.home / "repo.git"), max_bundle_bytes=MAX_BUNDLE_BYTES)
+    await restarted.start()
+    try:
+        recorded = await store.ref_values(stack.log.pool)
+        assert not set(bad) & set(recorded)
+        assert await restarted.repo.refs() == recorded
+        async with stack.log.pool.acquire() as conn:
+            aside = {r["ref"]: r["reason"] for r in await conn.fetch("SELECT ref, reason FROM ingest_refs_set_aside")}
+        assert set(bad) <= set(aside)
+        assert "not a well-formed hosted ref" in aside["refs/heads/routes/x-y\n"]
+        assert "not a commit" in aside["refs/heads/routes/lost"]
+        assert REGISTRY.get_sample_value("kb_records_set_aside", {"step": "ingest_reconcile"}) >= before + 2
+        # and the service it restarted serves routes, pushes and fetches
+        started = await start_server(
+            "ingest", lambda server: add_to_server(server, restarted), port=0, pool=stack.log.pool
+        )
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{started.port}") as channel:
+            stub = ingest_pb2_grpc.IngestStub(channel)
+            await stub.StartRoute(ingest_pb2.StartRouteRequest(route="after-restart"), metadata=stack.md("bob"))
+            reply = await stub.Fetch(ingest_pb2.FetchRequest(refs=["routes/after-restart"]), metadata=stack.md("bob"))
+            assert reply.bundle
+            health = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=""))
+            assert health.status == health_pb2.HealthCheckResponse.SERVING
+        await started.stop(0)
+    finally:
+        await restarted.stop()
