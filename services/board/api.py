@@ -6,12 +6,12 @@ from contextlib import contextmanager
 import grpc
 from kernelboard.v1 import board_pb2, board_pb2_grpc, events_pb2
 
-from contracts import names
+from contracts import access, names
 from contracts.refusals import Refusal, clip, invalid, not_found, precondition
 from services.board.projection import SET_STATUSES
 from services.board.projector import Projector, RebuildRunning, UnknownBoard
 from services.common import metrics
-from services.common.auth import require_role
+from services.common.auth import current_principal
 from services.common.eventlog import NewEvent
 
 QUERY_SECONDS = metrics.histogram(
@@ -115,24 +115,24 @@ class BoardServicer(board_pb2_grpc.BoardServicer):
             await changed.wait()
 
     async def Rebuild(self, request, context):
-        await require_role(context, events_pb2.ROLE_MAINTAINER, "rebuild the board")
+        require(access.Action.REBUILD)
         try:
             return await self.projector.rebuild()
         except RebuildRunning as err:
             raise precondition("rebuild_running", str(err)) from None
 
     async def AdoptRoute(self, request, context):
-        principal = await require_role(context, events_pb2.ROLE_MAINTAINER, "mark a route adopted")
+        actor = require(access.Action.ADOPT_ROUTE)
         version, route = board_version(request.version), route_name(request.route)
         note = names.text(request.note, "note", NOTE_MAX_CHARS)
         version = self._board_version(version)
         if route not in self.projector.state.boards[version].routes:
             raise not_found("route_not_on_board", f"route {route!r} is not on board {version}")
         adopted = events_pb2.RouteAdopted(route=route, benchmark_version=version, adopted=request.adopted, note=note)
-        return await self._append(version, adopted, principal.name)
+        return await self._append(version, adopted, actor.name)
 
     async def SetBenchmarkStatus(self, request, context):
-        principal = await require_role(context, events_pb2.ROLE_MAINTAINER, "set a board's status")
+        actor = require(access.Action.SET_STATUS)
         version = board_version(request.version)
         if request.status not in SET_STATUSES:
             choices = ", ".join(sorted(SET_STATUSES))
@@ -142,7 +142,7 @@ class BoardServicer(board_pb2_grpc.BoardServicer):
             raise invalid("reason_required", f"a reason is required to mark a board {request.status}")
         version = self._board_version(version)
         changed = events_pb2.BenchmarkStatusChanged(benchmark_version=version, status=request.status, reason=reason)
-        return await self._append(version, changed, principal.name)
+        return await self._append(version, changed, actor.name)
 
     def _board_version(self, version: int) -> int:
         try:
@@ -153,6 +153,11 @@ class BoardServicer(board_pb2_grpc.BoardServicer):
     async def _append(self, version: int, payload, actor: str) -> board_pb2.BoardChangeReply:
         (appended,) = await self.projector.log.append(f"benchmark:{version}", None, [NewEvent(payload, actor=actor)])
         return board_pb2.BoardChangeReply(version=version, global_position=appended.global_position)
+
+
+def require(action: access.Action) -> access.Actor:
+    """The caller, when contracts.access allows it the action; else the PERMISSION_DENIED Refusal."""
+    return access.require(access.Actor.of(current_principal()), action)
 
 
 def add_to_server(projector: Projector):

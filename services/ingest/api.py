@@ -29,8 +29,7 @@ PRINCIPAL_KINDS = {
 
 
 def caller() -> Actor:
-    p = current_principal()
-    return Actor(p.name, p.kind, p.owner, p.role)
+    return Actor.of(current_principal())
 
 
 def hosted_ref(value: str, field: str = "ref") -> str:

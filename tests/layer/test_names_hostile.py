@@ -71,7 +71,7 @@ def test_refs_parse_in_full(data):
     for good in (names.route_ref(route), names.job_ref(job), names.pull_ref(number), names.MAIN_REF):
         smuggled = data.draw(st.sampled_from(SMUGGLED))
         refusal(names.ref, good + smuggled)
-    refusal(names.ref, names.ROUTE_PREFIX + route * data.draw(st.integers(3, 5000)))
+    refusal(names.ref, names.ROUTE_PREFIX + "a" * data.draw(st.integers(41, 300_000)))
     value = data.draw(anything)
     if names.is_ref(value):
         assert printable(value) and len(value) <= names.REF_MAX_CHARS
