@@ -18,7 +18,14 @@ from hypothesis import strategies as st
 
 PROTOS = Path(__file__).resolve().parents[2] / "protos" / "kernelboard" / "v1"
 # What the protos' service comments say every method may also end with.
-EVERY_METHOD = {"UNAUTHENTICATED", "UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED", "INVALID_ARGUMENT"}
+EVERY_METHOD = {
+    "UNAUTHENTICATED",
+    "UNAVAILABLE",
+    "DEADLINE_EXCEEDED",
+    "CANCELLED",
+    "RESOURCE_EXHAUSTED",
+    "INVALID_ARGUMENT",
+}
 NEVER = {grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL}
 SHORT_MESSAGE = 1024
 
@@ -96,7 +103,7 @@ def requests(message_class) -> st.SearchStrategy:
         value = _SCALARS.get(field.type)
         if value is None:
             continue  # a nested message: none of the requests has one
-        if field.label == FieldDescriptor.LABEL_REPEATED:
+        if field.is_repeated:
             value = st.lists(value, max_size=3)
         fields[field.name] = st.one_of(st.none(), value)
 
@@ -165,3 +172,38 @@ async def assert_serving(address: str) -> None:
     async with grpc.aio.insecure_channel(address) as channel:
         reply = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=""), timeout=10)
     assert reply.status == health_pb2.HealthCheckResponse.SERVING
+
+
+def rpcs(pb2_module, service: str) -> list[tuple[str, object, bool, bool]]:
+    """(method, request class, client streaming, server streaming) of each RPC of ``service``."""
+    found = []
+    for method in pb2_module.DESCRIPTOR.services_by_name[service].methods:
+        request_class = getattr(pb2_module, method.input_type.name)
+        found.append((method.name, request_class, method.client_streaming, method.server_streaming))
+    return found
+
+
+def invoke(stub, method: str, request, client_streaming: bool, metadata):
+    """The call object of ``stub.<method>`` with ``request`` (a list of messages for a client stream)."""
+    if client_streaming:
+
+        async def messages():
+            for message in request:
+                yield message
+
+        return getattr(stub, method)(messages(), metadata=metadata)
+    return getattr(stub, method)(request, metadata=metadata)
+
+
+def request_for(request_class, client_streaming: bool) -> st.SearchStrategy:
+    return st.lists(requests(request_class), max_size=3) if client_streaming else requests(request_class)
+
+
+def raw_call(channel, service: str, method: str, raw: bytes, client_streaming: bool, server_streaming: bool, metadata):
+    """A call of ``/<service>/<method>`` sending ``raw`` as the request's bytes (no serializer)."""
+    path = f"/{service}/{method}"
+    if client_streaming:
+        return channel.stream_unary(path)(iter([raw]), metadata=metadata)
+    if server_streaming:
+        return channel.unary_stream(path)(raw, metadata=metadata)
+    return channel.unary_unary(path)(raw, metadata=metadata)
