@@ -130,6 +130,7 @@ class Action(Enum):
 
 
 def _role(actor: Actor, role: int, action: Action | str) -> Refusal | None:
+    """The role check: "maintainer role needed to <action>; alice (member) is not"."""
     doing = action.value if isinstance(action, Action) else action
     if actor.via_host or actor.role < role:
         return denied(f"{ROLE_NAMES[role]} role needed to {doing}; {actor.describe()} is not", "role")
@@ -258,14 +259,6 @@ def decide(actor: Actor, action: Action, target: Target = Target()) -> Refusal |
 def require(actor: Actor, action: Action, target: Target = Target()) -> Actor:
     """``actor`` when allowed; else raise the Refusal (the gRPC interceptor answers PERMISSION_DENIED with it)."""
     refusal = decide(actor, action, target)
-    if refusal is not None:
-        raise refusal
-    return actor
-
-
-def require_role(actor: Actor, role: int, doing: str) -> Actor:
-    """A role check for what is not one of the actions above ("maintainer role needed to <doing>; ... is not")."""
-    refusal = _role(actor, role, doing)
     if refusal is not None:
         raise refusal
     return actor
