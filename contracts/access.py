@@ -213,7 +213,8 @@ def _revoke_token(actor: Actor, action: Action, target: Target) -> Refusal | Non
         return None
     if actor.in_person and target.owner == actor.name:
         return None
-    return denied(f"{actor.name} may not revoke a token of {target.name or target.owner}", "owner")
+    # Whose token it is stays unsaid: a caller must not learn the holder of a token it may not revoke.
+    return denied(f"{actor.name} may not revoke this token: only its holder, its person or a maintainer may", "owner")
 
 
 @dataclass(frozen=True)
