@@ -255,7 +255,8 @@ async def test_operators_cannot_register_a_name_with_a_trailing_newline_either(s
     # `kb admin user` registers through auth.register_principal, as CreateToken does: the grammar is matched in full
     # there too.
     async with stack.log.pool.acquire() as conn:
-        for name, kind, owner, role in (("carol\n", auth.PERSON, "", auth.MEMBER), ("alice/nl\n", auth.AGENT, "alice", 0)):
+        cases = (("carol\n", auth.PERSON, "", auth.MEMBER), ("alice/nl\n", auth.AGENT, "alice", 0))
+        for name, kind, owner, role in cases:
             with pytest.raises(ValueError):
                 await auth.register_principal(conn, name, kind, owner, role, log=stack.log, actor="test")
             assert await auth.get_principal(conn, name) is None
