@@ -168,7 +168,7 @@ class Ingest:
             domain.check_route_files(target.route, await q.tree_entries(tip, domain.route_folder(target.route)))
         checked = CheckedPush(target, old, tip, await q.changed_paths(old, tip))
         if target.kind == events_pb2.COMMIT_KIND_TAG:
-            checked.rules = await self._check_rules(q, tip, main)
+            checked.rules = await self._check_rules(q, tip, main, old)
         for route in domain.reported_routes(target, checked.changed_paths):
             path = domain.metrics_path(route)
             text = await q.read_file(tip, path)
@@ -176,7 +176,8 @@ class Ingest:
                 checked.metrics[route] = domain.parse_metrics(path, text.decode("utf-8", "replace"))
         return checked
 
-    async def _check_rules(self, objects, commit: str, main: str) -> tuple[int, str]:
+    async def _check_rules(self, objects, commit: str, main: str, approved: str) -> tuple[int, str]:
+        """The rules at ``commit`` if they may replace those at ``approved`` (the tag's value, "" before the first)."""
         if not main or not await objects.is_ancestor(commit, main):
             raise Refusal(
                 "FAILED_PRECONDITION",
@@ -190,6 +191,8 @@ class Ingest:
             rules = load_rules(text)
         except RulesError as err:
             raise domain.invalid("malformed_rules", f"{domain.RULES_FILE} at {commit[:12]}: {err}") from None
+        approved_text = await objects.read_file(approved, domain.RULES_FILE) if approved else None
+        domain.check_rules_change(json.loads(approved_text) if approved_text else {}, dict(rules.raw))
         return rules.benchmark_version, text.decode()
 
     async def rules_at_tag(self, conn=None) -> dict:

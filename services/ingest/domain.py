@@ -379,3 +379,77 @@ def check_merge(actor: Actor, state: str, number: int) -> None:
         raise denied(f"maintainer role needed to merge pull request #{number} ({actor.name} is not a maintainer)")
     if state != "open":
         raise Refusal("FAILED_PRECONDITION", "pull_closed", f"pull request #{number} is {state}, not open")
+
+
+# --- the rules guard -----------------------------------------------------------------------------------------------
+
+# What decides how a result is judged (docs/ARCHITECTURE.md, rules): a change to any of these makes old and new results
+# incomparable, so it needs a new benchmark.version (a new board). Everything else in scienceslack.json (the task's
+# wording, the name, status, maintainers, limits) may change on the same board.
+JUDGING_FIELDS = (
+    ("guardrails",),
+    ("benchmark", "kernels"),
+    ("benchmark", "score_rule"),
+    ("benchmark", "metric"),
+    ("benchmark", "baseline"),
+    ("benchmark", "verifier_versions"),
+    ("benchmark", "verifier_version"),
+    ("checks",),
+)
+MISSING = object()
+
+
+def _at(rules: dict, path: tuple[str, ...]):
+    value = rules
+    for key in path:
+        if not isinstance(value, dict) or key not in value:
+            return MISSING
+        value = value[key]
+    return value
+
+
+def _leaf_differences(prefix: str, old, new) -> list[str]:
+    """The dotted paths where two JSON values differ, down to the first non-object level."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = []
+        for key in sorted(set(old) | set(new), key=str):
+            out += _leaf_differences(f"{prefix}.{key}", old.get(key, MISSING), new.get(key, MISSING))
+        return out
+    return [] if old == new and type(old) is type(new) else [prefix]
+
+
+def judging_differences(old: dict, new: dict) -> list[str]:
+    """The fields that judge results (JUDGING_FIELDS) whose values differ between two versions of the rules, as dotted
+    paths (``guardrails.atol``, ``benchmark.kernels``, ``checks``)."""
+    differences = []
+    for path in JUDGING_FIELDS:
+        differences += _leaf_differences(".".join(path), _at(old, path), _at(new, path))
+    return differences
+
+
+def check_rules_change(old: dict, new: dict) -> None:
+    """Approving ``new`` over the approved ``old`` rules: the same version may change only what does not judge; a
+    version that judges differently must be higher; a version never goes down. No approved rules yet: anything."""
+    if not old:
+        return
+    old_version = _at(old, ("benchmark", "version"))
+    new_version = _at(new, ("benchmark", "version"))
+    if not isinstance(old_version, int) or not isinstance(new_version, int):
+        return  # validation (load_rules) has refused a new version that is not a number; old rules predate it
+    if new_version < old_version:
+        raise Refusal(
+            "FAILED_PRECONDITION",
+            "version_lowered",
+            f"benchmark.version {new_version} is below the approved {old_version}: a version never goes down",
+        )
+    if new_version > old_version:
+        return  # a new board
+    differences = judging_differences(old, new)
+    if differences:
+        shown = ", ".join(differences[:20]) + (f" and {len(differences) - 20} more" if len(differences) > 20 else "")
+        raise Refusal(
+            "FAILED_PRECONDITION",
+            "judging_changed",
+            f"these rules judge differently from the approved ones ({shown}) but keep benchmark.version "
+            f"{old_version}: raise benchmark.version to {old_version + 1} so that a new board starts",
+        )
