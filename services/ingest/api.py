@@ -3,6 +3,7 @@
 import functools
 
 import grpc
+from google.protobuf import timestamp_pb2
 from kernelboard.v1 import ingest_pb2, ingest_pb2_grpc
 
 from services.common.auth import current_principal
@@ -52,6 +53,52 @@ def pull_message(pull: store.PullRow) -> ingest_pb2.PullRequest:
     )
 
 
+def timestamp(moment) -> timestamp_pb2.Timestamp:
+    stamp = timestamp_pb2.Timestamp()
+    stamp.FromDatetime(moment)
+    return stamp
+
+
+def issue_message(issue: store.IssueRow) -> ingest_pb2.Issue:
+    return ingest_pb2.Issue(
+        number=issue.number,
+        title=issue.title,
+        body=issue.body,
+        author=issue.author,
+        state=issue.state,
+        closed_by=issue.closed_by,
+        comments=issue.comments,
+        opened_at=timestamp(issue.opened_at),
+    )
+
+
+def comment_message(comment: store.CommentRow) -> ingest_pb2.Comment:
+    return ingest_pb2.Comment(
+        id=comment.id,
+        issue_number=comment.issue_number,
+        pull_number=comment.pull_number,
+        body=comment.body,
+        author=comment.author,
+        created_at=timestamp(comment.created_at),
+    )
+
+
+def join_message(request: store.JoinRow) -> ingest_pb2.JoinRequest:
+    return ingest_pb2.JoinRequest(
+        id=request.id,
+        name=request.name,
+        note=request.note,
+        state=request.state,
+        decided_by=request.decided_by,
+        decision_note=request.decision_note,
+        requested_at=timestamp(request.requested_at),
+    )
+
+
+def principal_message(p) -> ingest_pb2.Principal:
+    return ingest_pb2.Principal(name=p.name, kind=p.kind, owner=p.owner, role=p.role)
+
+
 def push_reply(result) -> ingest_pb2.PushReply:
     return ingest_pb2.PushReply(
         ref=result.ref,
@@ -90,7 +137,7 @@ class IngestServicer(ingest_pb2_grpc.IngestServicer):
             if size > self.ingest.max_bundle_bytes:
                 # Refused while it streams: the rest of an oversized bundle is never held in memory.
                 try:
-                    domain.check_size(size, self.ingest.max_bundle_bytes)
+                    domain.check_bundle_size(size, self.ingest.max_bundle_bytes)
                 except Refusal as refusal:
                     self.ingest.count_refusal(refusal, size)
                     raise
@@ -152,6 +199,58 @@ class IngestServicer(ingest_pb2_grpc.IngestServicer):
     @answers
     async def RevokeToken(self, request, context):
         return ingest_pb2.RevokeTokenReply(principal=await self.ingest.revoke_token(caller(), request.token))
+
+    @answers
+    async def OpenIssue(self, request, context):
+        return issue_message(await self.ingest.open_issue(caller(), request.title, request.body))
+
+    @answers
+    async def GetIssue(self, request, context):
+        return issue_message(await self.ingest.get_issue(request.number))
+
+    @answers
+    async def ListIssues(self, request, context):
+        issues, token = await self.ingest.list_issues(request.state, request.page_size, request.page_token)
+        return ingest_pb2.ListIssuesReply(issues=[issue_message(i) for i in issues], next_page_token=token)
+
+    @answers
+    async def CloseIssue(self, request, context):
+        return issue_message(await self.ingest.set_issue_state(caller(), request.number, "closed"))
+
+    @answers
+    async def ReopenIssue(self, request, context):
+        return issue_message(await self.ingest.set_issue_state(caller(), request.number, "open"))
+
+    @answers
+    async def AddComment(self, request, context):
+        comment = await self.ingest.add_comment(caller(), request.issue_number, request.pull_number, request.body)
+        return comment_message(comment)
+
+    @answers
+    async def ListComments(self, request, context):
+        comments, token = await self.ingest.list_comments(
+            request.issue_number, request.pull_number, request.page_size, request.page_token
+        )
+        return ingest_pb2.ListCommentsReply(comments=[comment_message(c) for c in comments], next_page_token=token)
+
+    @answers
+    async def RequestJoin(self, request, context):
+        return join_message(await self.ingest.request_join(caller(), request.note))
+
+    @answers
+    async def ListJoinRequests(self, request, context):
+        requests, token = await self.ingest.list_join_requests(
+            caller(), request.state, request.page_size, request.page_token
+        )
+        return ingest_pb2.ListJoinRequestsReply(requests=[join_message(r) for r in requests], next_page_token=token)
+
+    @answers
+    async def DecideJoin(self, request, context):
+        return join_message(await self.ingest.decide_join(caller(), request.name, request.accept, request.note))
+
+    @answers
+    async def LeaveProject(self, request, context):
+        return principal_message(await self.ingest.leave(caller()))
 
 
 def add_to_server(server: grpc.aio.Server, ingest: Ingest) -> list[str]:

@@ -21,7 +21,7 @@ from services.common.eventlog import EventLog, NewEvent
 from services.common.logs import bind_ids, get_logger
 from services.common.rules import RulesError, load_rules
 from services.ingest import domain, store
-from services.ingest.domain import Actor, RefTarget, Refusal
+from services.ingest.domain import Actor, RefTarget, Refusal, check_size
 from services.ingest.gitrefs import GitRefFollower
 from services.ingest.gitrepo import HostedRepo, MergeConflict, UnbundleError
 
@@ -123,7 +123,7 @@ class Ingest:
 
     async def _push(self, actor: Actor, ref_name: str, bundle: bytes) -> PushResult:
         target = domain.parse_ref(ref_name)
-        domain.check_size(len(bundle), self.max_bundle_bytes)
+        domain.check_bundle_size(len(bundle), self.max_bundle_bytes)
         tip = domain.bundle_tip(domain.parse_bundle_header(bundle), target)
         old, main = await self._check_writer(actor, target)
         with bind_ids(ref=target.ref, sha=tip):
@@ -464,3 +464,154 @@ class Ingest:
             await auth.revoke_token(conn, token)
         log.info("token revoked", principal=holder.name, actor=actor.name)
         return holder.name
+
+    # --- issues and comments ---------------------------------------------------------------------------------------
+
+    async def open_issue(self, actor: Actor, title: str, body: str) -> store.IssueRow:
+        if not domain.can_open_issue(actor):
+            raise domain.denied(f"{actor.name} may not open issues")
+        title = domain.check_text("title", title, domain.ISSUE_TITLE_MAX, required=True)
+        body = domain.check_text("body", body, domain.ISSUE_BODY_MAX)
+        async with self.pool.acquire() as conn, conn.transaction():
+            number = await store.insert_issue(conn, title, body, actor.name, domain.owner_of(actor))
+            opened = events_pb2.IssueOpened(
+                number=number, title=title, body=body, author=actor.name, author_owner=domain.owner_of(actor)
+            )
+            await self.log.append(f"issue:{number}", 0, [NewEvent(opened, actor.name)], conn=conn)
+        log.info("issue opened", number=number, actor=actor.name)
+        return await self.get_issue(number)
+
+    async def get_issue(self, number: int) -> store.IssueRow:
+        issue = await store.get_issue(self.pool, number)
+        if issue is None:
+            raise Refusal("NOT_FOUND", "unknown_issue", f"no issue #{number}")
+        return issue
+
+    async def list_issues(self, state: str, size: int, token: str) -> tuple[list[store.IssueRow], str]:
+        state = domain.check_state_filter(state, domain.ISSUE_STATES)
+        size, after = domain.page_size(size), domain.page_after(token)
+        issues = await store.list_issues(self.pool, state, after, size)
+        return issues, domain.next_page_token([i.number for i in issues], size)
+
+    async def set_issue_state(self, actor: Actor, number: int, to: str) -> store.IssueRow:
+        async with self.pool.acquire() as conn, conn.transaction():
+            issue = await store.get_issue(conn, number, for_update=True)
+            if issue is None:
+                raise Refusal("NOT_FOUND", "unknown_issue", f"no issue #{number}")
+            domain.check_issue_state_change(actor, number, issue.author, issue.author_owner, issue.state, to)
+            await store.set_issue_state(conn, number, to, actor.name)
+            if to == "closed":
+                changed = events_pb2.IssueClosed(number=number, closed_by=actor.name)
+            else:
+                changed = events_pb2.IssueReopened(number=number, reopened_by=actor.name)
+            await self.log.append(f"issue:{number}", None, [NewEvent(changed, actor.name)], conn=conn)
+        log.info("issue state changed", number=number, state=to, actor=actor.name)
+        return await self.get_issue(number)
+
+    async def add_comment(self, actor: Actor, issue_number: int, pull_number: int, body: str) -> store.CommentRow:
+        if not domain.can_comment(actor):
+            raise domain.denied(f"{actor.name} may not comment")
+        body = domain.check_text("body", body, domain.COMMENT_BODY_MAX, required=True)
+        async with self.pool.acquire() as conn, conn.transaction():
+            await self._check_thread(conn, issue_number, pull_number)
+            comment = await store.insert_comment(conn, issue_number, pull_number, body, actor.name)
+            added = events_pb2.CommentAdded(
+                comment_id=comment.id,
+                issue_number=issue_number,
+                pull_number=pull_number,
+                body=body,
+                author=actor.name,
+            )
+            stream = f"issue:{issue_number}" if issue_number else f"pull:{pull_number}"
+            await self.log.append(stream, None, [NewEvent(added, actor.name)], conn=conn)
+        log.info("comment added", issue=issue_number, pull=pull_number, comment_id=comment.id, actor=actor.name)
+        return comment
+
+    async def list_comments(
+        self, issue_number: int, pull_number: int, size: int, token: str
+    ) -> tuple[list[store.CommentRow], str]:
+        size, after = domain.page_size(size), domain.page_after(token)
+        async with self.pool.acquire() as conn:
+            await self._check_thread(conn, issue_number, pull_number)
+            comments = await store.list_comments(conn, issue_number, pull_number, after, size)
+        return comments, domain.next_page_token([c.id for c in comments], size)
+
+    @staticmethod
+    async def _check_thread(conn, issue_number: int, pull_number: int) -> None:
+        """The issue or pull request a comment belongs to exists (exactly one is named)."""
+        if issue_number > 0 and await store.get_issue(conn, issue_number) is not None:
+            return
+        if pull_number > 0 and await store.get_pull(conn, pull_number) is not None:
+            return
+        if issue_number > 0:
+            raise Refusal("NOT_FOUND", "unknown_issue", f"no issue #{issue_number}")
+        if pull_number > 0:
+            raise Refusal("NOT_FOUND", "unknown_pull", f"no pull request #{pull_number}")
+        raise domain.invalid("thread", "name the issue or the pull request: a positive issue_number or pull_number")
+
+    # --- joining the project ---------------------------------------------------------------------------------------
+
+    async def request_join(self, actor: Actor, note: str) -> store.JoinRow:
+        domain.check_join_request(actor)
+        note = domain.check_text("note", note, domain.JOIN_NOTE_MAX)
+        async with self.pool.acquire() as conn, conn.transaction():
+            request = await store.insert_join_request(conn, actor.name, note)
+            if request is None:
+                raise Refusal("ALREADY_EXISTS", "join_pending", f"{actor.name} has asked to join already: pending")
+            asked = events_pb2.JoinRequested(request_id=request.id, name=actor.name, note=note)
+            await self.log.append(f"principal:{actor.name}", None, [NewEvent(asked, actor.name)], conn=conn)
+        log.info("join requested", principal=actor.name, request_id=request.id)
+        return request
+
+    async def list_join_requests(self, actor: Actor, state: str, size: int, token: str):
+        if not domain.can_decide_join(actor):
+            raise domain.denied(f"maintainer role needed to see join requests ({actor.name} is not a maintainer)")
+        state = domain.check_state_filter(state, domain.JOIN_STATES, extra=("all",))
+        state = "" if state == "all" else state or "pending"
+        size, after = domain.page_size(size), domain.page_after(token)
+        requests = await store.list_join_requests(self.pool, state, after, size)
+        return requests, domain.next_page_token([r.id for r in requests], size)
+
+    async def decide_join(self, actor: Actor, name: str, accept: bool, note: str) -> store.JoinRow:
+        note = domain.check_text("note", note, domain.JOIN_NOTE_MAX)
+        check_size("name", name, 200)
+        async with self.pool.acquire() as conn, conn.transaction():
+            request = await store.pending_join_request(conn, name, for_update=True)
+            domain.check_join_decision(actor, name, request is not None)
+            decided = await store.decide_join_request(
+                conn, request.id, "accepted" if accept else "declined", actor.name, note
+            )
+            events = [
+                events_pb2.JoinDecided(
+                    request_id=request.id, name=name, accepted=accept, decided_by=actor.name, note=note
+                )
+            ]
+            # A person who became a member meanwhile (e.g. by a maintainer's token) keeps their role.
+            if accept and await auth.change_role(conn, name, events_pb2.ROLE_MEMBER, events_pb2.ROLE_SIGNED_IN):
+                events.append(
+                    events_pb2.RoleChanged(
+                        name=name,
+                        role=events_pb2.ROLE_MEMBER,
+                        previous_role=events_pb2.ROLE_SIGNED_IN,
+                        cause="join accepted",
+                    )
+                )
+            await self.log.append(f"principal:{name}", None, [NewEvent(e, actor.name) for e in events], conn=conn)
+        log.info("join decided", principal=name, accepted=accept, actor=actor.name)
+        return decided
+
+    async def leave(self, actor: Actor) -> auth.Principal:
+        domain.check_leave(actor)
+        async with self.pool.acquire() as conn, conn.transaction():
+            if not await auth.change_role(conn, actor.name, events_pb2.ROLE_SIGNED_IN, events_pb2.ROLE_MEMBER):
+                raise Refusal("FAILED_PRECONDITION", "not_member", f"{actor.name} is not a project member")
+            left = events_pb2.RoleChanged(
+                name=actor.name,
+                role=events_pb2.ROLE_SIGNED_IN,
+                previous_role=events_pb2.ROLE_MEMBER,
+                cause="left the project",
+            )
+            await self.log.append(f"principal:{actor.name}", None, [NewEvent(left, actor.name)], conn=conn)
+            principal = await auth.get_principal(conn, actor.name)
+        log.info("member left", principal=actor.name)
+        return principal

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from kernelboard.v1 import events_pb2
 
-from contracts.refusals import Refusal, denied, invalid  # noqa: F401  (re-exported for the ingest modules)
+from contracts.refusals import Refusal, check_size, clip, denied, invalid  # noqa: F401  (re-exported for the ingest modules)
 
 ROUTE_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{1,39}$")
 JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -208,13 +208,6 @@ def bundle_tip(header: BundleHeader, target: RefTarget) -> str:
     if name != target.ref:
         raise invalid("wrong_ref", f"the bundle holds {name}, not {target.ref}: a push carries the ref it updates")
     return oid
-
-
-def check_size(size: int, limit: int) -> None:
-    if size > limit:
-        raise Refusal("RESOURCE_EXHAUSTED", "too_large", f"bundle of {size} bytes exceeds the limit of {limit} bytes")
-    if size == 0:
-        raise invalid("malformed_bundle", "malformed bundle: it is empty")
 
 
 # --- fast-forward and paths ----------------------------------------------------------------------------------------
@@ -453,3 +446,127 @@ def check_rules_change(old: dict, new: dict) -> None:
             f"these rules judge differently from the approved ones ({shown}) but keep benchmark.version "
             f"{old_version}: raise benchmark.version to {old_version + 1} so that a new board starts",
         )
+
+
+# --- issues, comments and joining: who may do what (pure; named for contracts/access.py) ---------------------------
+
+ISSUE_TITLE_MAX = 200
+ISSUE_BODY_MAX = 20_000
+COMMENT_BODY_MAX = 20_000
+JOIN_NOTE_MAX = 1_000
+PAGE_SIZE_DEFAULT = 50
+PAGE_SIZE_MAX = 200
+ISSUE_STATES = ("open", "closed")
+JOIN_STATES = ("pending", "accepted", "declined")
+
+
+def check_text(field_name: str, value: str, limit: int, *, required: bool = False) -> str:
+    """Free text from a caller: bounded, and without NUL (PostgreSQL text cannot hold it). Returns it stripped."""
+    check_size(field_name, value, limit)
+    if "\x00" in value:
+        raise invalid(f"{field_name}_nul", f"{field_name} holds a NUL character")
+    text = value.strip()
+    if required and not text:
+        raise invalid(f"{field_name}_empty", f"{field_name} is empty")
+    return text
+
+
+def check_bundle_size(size: int, limit: int) -> None:
+    if size > limit:
+        raise Refusal("RESOURCE_EXHAUSTED", "too_large", f"bundle of {size} bytes exceeds the limit of {limit} bytes")
+    if size == 0:
+        raise invalid("malformed_bundle", "malformed bundle: it is empty")
+
+
+def page_size(requested: int) -> int:
+    if requested < 0:
+        raise invalid("page_size", f"page_size must be >= 0, got {requested}")
+    return min(requested or PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX)
+
+
+def page_after(token: str) -> int:
+    """A list's cursor: the id or number of the last item of the previous page ("" = from the start)."""
+    if not token:
+        return 0
+    if len(token) > 20 or not token.isdigit() or token.startswith("0"):
+        raise invalid("page_token", f"page_token {clip(token)} is not one this service gave out")
+    return int(token)
+
+
+def next_page_token(keys: list[int], size: int) -> str:
+    """A full page may have a successor: its last key is the cursor; a short page is the last."""
+    return str(keys[-1]) if len(keys) == size else ""
+
+
+def check_state_filter(state: str, states: Sequence[str], *, extra: Sequence[str] = ()) -> str:
+    if state and state not in (*states, *extra):
+        raise invalid("state", f"state {clip(state)}: one of {', '.join((*states, *extra))} (or empty)")
+    return state
+
+
+def can_open_issue(actor: Actor) -> bool:
+    """Anyone signed in opens issues (people, their agents, services alike)."""
+    return bool(actor.name)
+
+
+def can_comment(actor: Actor) -> bool:
+    """Anyone signed in comments on issues and pull requests, open or not."""
+    return bool(actor.name)
+
+
+def can_close_issue(actor: Actor, author: str, author_owner: str) -> bool:
+    """The issue's author, the person it acts for (an agent's owner) or the person's other agents, and maintainers."""
+    return actor.is_maintainer or actor.name == author or owner_of(actor) == author_owner
+
+
+can_reopen_issue = can_close_issue
+
+
+def can_request_join(actor: Actor) -> bool:
+    """People ask to join; an agent takes its owner's role and a service has none to gain."""
+    return actor.kind == PERSON
+
+
+def can_decide_join(actor: Actor) -> bool:
+    """Maintainers accept and decline join requests (and see them)."""
+    return actor.is_maintainer
+
+
+def can_leave(actor: Actor) -> bool:
+    """A member person leaves; maintainers are named in scienceslack.json and leave by a rules change."""
+    return actor.kind == PERSON and actor.role == events_pb2.ROLE_MEMBER
+
+
+def check_issue_state_change(actor: Actor, number: int, author: str, author_owner: str, state: str, to: str) -> None:
+    if not can_close_issue(actor, author, author_owner):
+        verb = "close" if to == "closed" else "reopen"
+        raise denied(f"only the author of issue #{number} ({author}) and maintainers {verb} it; {actor.name} may not")
+    if state == to:
+        raise Refusal("FAILED_PRECONDITION", f"issue_{to}", f"issue #{number} is {state} already")
+
+
+def check_join_request(actor: Actor) -> None:
+    if not can_request_join(actor):
+        raise denied(f"people ask to join, not agents or services ({actor.name}); ask as {owner_of(actor)}")
+    if actor.role >= events_pb2.ROLE_MEMBER:
+        raise Refusal("FAILED_PRECONDITION", "already_member", f"{actor.name} is a project member already")
+
+
+def check_join_decision(actor: Actor, name: str, pending: bool) -> None:
+    if not can_decide_join(actor):
+        raise denied(f"maintainer role needed to decide join requests ({actor.name} is not a maintainer)")
+    if not pending:
+        raise Refusal("NOT_FOUND", "no_join_request", f"{clip(name)} has no pending join request")
+
+
+def check_leave(actor: Actor) -> None:
+    if actor.kind != PERSON:
+        raise denied(f"people leave the project, not agents or services ({actor.name})")
+    if actor.is_maintainer:
+        raise Refusal(
+            "FAILED_PRECONDITION",
+            "maintainer_leaves",
+            f"{actor.name} is a maintainer, named in scienceslack.json: a rules change removes a maintainer",
+        )
+    if not can_leave(actor):
+        raise Refusal("FAILED_PRECONDITION", "not_member", f"{actor.name} is not a project member")
