@@ -101,8 +101,8 @@ def test_bundle_capabilities():
 
 def test_size_limit():
     domain.check_bundle_size(10, 10)
-    refused(domain.check_size, 11, 10, code="RESOURCE_EXHAUSTED", reason="too_large", match="11 bytes")
-    refused(domain.check_size, 0, 10, reason="malformed_bundle")
+    refused(domain.check_bundle_size, 11, 10, code="RESOURCE_EXHAUSTED", reason="too_large", match="11 bytes")
+    refused(domain.check_bundle_size, 0, 10, reason="malformed_bundle")
 
 
 def test_fast_forward_only():
