@@ -44,7 +44,7 @@ from typing import NamedTuple
 from kernelboard.v1 import events_pb2
 
 # Raise it whenever a change here would fold the same log differently: a stored copy of another version is refolded.
-PROJECTION_VERSION = 2
+PROJECTION_VERSION = 3
 
 NS_PER_DAY = 86_400 * 1_000_000_000
 QUIET_AFTER_NS = 14 * NS_PER_DAY
@@ -349,18 +349,19 @@ def _on_metrics_reported(state: State, board, event, payload, actor: str, positi
     counted = _isfinite(score)
     if counted:
         by_maintainer = payload.by_maintainer
+        runner = payload.runner
         entry = Entry(
             REPORTED_BY_MAINTAINER if by_maintainer else REPORTED,
             score,
             payload.cost,
             payload.sha,
-            "",
+            _measured(runner, payload.measured_at, payload.rules_commit),
             position,
             ns,
             0,
             "",
             payload.reporter or actor,
-            "",
+            runner,
         )
         if by_maintainer:
             on_board.by_maintainer = entry
@@ -368,6 +369,13 @@ def _on_metrics_reported(state: State, board, event, payload, actor: str, positi
             on_board.reported = entry
         board.last_scored_ns = ns
     on_board.history.append(position * 4 + (COUNTED if counted else NOT_FINITE))
+
+
+def _measured(runner: str, measured_at: str, rules_commit: str) -> str:
+    """A report's own account of its measurement (metrics.json's "report"), "" when it gives none."""
+    parts = [f"measured {measured_at}" if measured_at else "", f"on {runner}" if runner else ""]
+    parts.append(f"under rules {rules_commit[:12]}" if rules_commit else "")
+    return " ".join(p for p in parts if p)
 
 
 def _on_check_completed(state: State, board, event, payload, actor: str, position: int, ns: int) -> None:

@@ -273,6 +273,9 @@ class Ingest:
             by_maintainer=actor.is_maintainer,
             reporter=actor.name,
             benchmark_version=version,
+            runner=reported.runner,
+            measured_at=reported.measured_at,
+            rules_commit=reported.rules_commit,
         )
 
     # --- routes ----------------------------------------------------------------------------------------------------

@@ -276,6 +276,13 @@ class Metrics:
     score: float
     cost: float
     subtasks: object = field(default=None)
+    runner: str = ""  # the optional "report" object: where, when and under which rules it was measured
+    measured_at: str = ""
+    rules_commit: str = ""
+
+
+REPORT_FIELDS = ("runner", "measured_at", "rules_commit")
+REPORT_FIELD_MAX = 100
 
 
 def metrics_path(route: str) -> str:
@@ -309,7 +316,17 @@ def parse_metrics(path: str, text: str) -> Metrics:
     subtasks = data.get("subtasks")
     if not isinstance(subtasks, list | dict):
         raise invalid("malformed_metrics", f"malformed {path}: subtasks must be a list or an object, got {subtasks!r}")
-    return Metrics(float(data["score"]), float(data["cost"]), subtasks)
+    report = data.get("report", {})
+    if not isinstance(report, dict):
+        raise invalid("malformed_metrics", f"malformed {path}: report must be an object")
+    for name in REPORT_FIELDS:
+        value = report.get(name, "")
+        if not isinstance(value, str) or len(value) > REPORT_FIELD_MAX or not value.isprintable():
+            raise invalid(
+                "malformed_metrics",
+                f"malformed {path}: report.{name} must be printable text of at most {REPORT_FIELD_MAX} characters",
+            )
+    return Metrics(float(data["score"]), float(data["cost"]), subtasks, *(report.get(n, "") for n in REPORT_FIELDS))
 
 
 # --- identities and tokens -----------------------------------------------------------------------------------------
