@@ -349,6 +349,10 @@ def missing_packages(ctx: Context) -> list[str]:
     nats_host, nats_port = host_port(ctx.nats_url, 4222)
     if nats_info(nats_host, nats_port) is None and not shutil.which("nats-server"):
         packages.append("nats-server")
+    # `make test` right after `make up` runs every test: the alert rules and scrape tests need promtool and prometheus
+    # (tests/ops), which Debian's prometheus package holds. Its service is not started (services_not_autostarted).
+    if not (shutil.which("promtool") and shutil.which("prometheus")):
+        packages.append("prometheus")
     return packages
 
 
