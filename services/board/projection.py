@@ -38,10 +38,12 @@ The rules, as this module applies them (DESIGN.md "Board rules"):
 import json
 import math
 from array import array
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
 from kernelboard.v1 import events_pb2
+
+from contracts import rules
 
 # Raise it whenever a change here would fold the same log differently: a stored copy of another version is refolded.
 PROJECTION_VERSION = 3
@@ -221,18 +223,27 @@ class State:
 # ---- the fold ----------------------------------------------------------------------------------------------------
 
 
-def fold(events: Iterable[events_pb2.Event], state: State | None = None) -> State:
+# Told of each event the fold sets aside, with why: the fold goes on past it, whatever folds it (a start, the live
+# consumer, a rebuild) alike, so that they agree; the caller logs and counts it (services/common/setaside.py).
+SetAsideHook = Callable[[events_pb2.Event, str], None]
+
+
+def _ignore(_event: events_pb2.Event, _reason: str) -> None:
+    pass
+
+
+def fold(events: Iterable[events_pb2.Event], state: State | None = None, set_aside: SetAsideHook = _ignore) -> State:
     state = State() if state is None else state
-    _fold_into(state, events)
+    _fold_into(state, events, set_aside)
     return state
 
 
-def apply(state: State, event: events_pb2.Event) -> State:
-    _fold_into(state, (event,))
+def apply(state: State, event: events_pb2.Event, set_aside: SetAsideHook = _ignore) -> State:
+    _fold_into(state, (event,), set_aside)
     return state
 
 
-def _fold_into(state: State, events: Iterable[events_pb2.Event]) -> None:
+def _fold_into(state: State, events: Iterable[events_pb2.Event], set_aside: SetAsideHook = _ignore) -> None:
     """The fold's one loop, for a rebuild and for each live event alike (a rebuild pays no call per event for apply).
 
     Reading the protobuf is half of each event's cost: upb finds a field by its name on every access, and a
@@ -261,6 +272,11 @@ def _fold_into(state: State, events: Iterable[events_pb2.Event]) -> None:
                 version = payload.benchmark_version
                 if version < 0 and kind == "rules_approved":
                     version = 0  # rules without a version are only activity on the board in force
+                elif version < 0:
+                    # No board has a negative number (nor could its row be stored): the event is set aside.
+                    set_aside(event, f"benchmark_version {version} < 0")
+                    state.position = position
+                    continue
 
         # The event's board (0 or none named: the board in force), created on its first event, with the event's
         # activity recorded on it. None before any rules.
@@ -277,7 +293,10 @@ def _fold_into(state: State, events: Iterable[events_pb2.Event]) -> None:
                 board.actors[actor] = ns
 
         if handler is not None:
-            handler(state, board, event, payload, actor, position, ns)
+            try:
+                handler(state, board, event, payload, actor, position, ns)
+            except Exception as err:  # one event the fold cannot take must not stop every start and rebuild
+                set_aside(event, f"{type(err).__name__}: {err}")
         state.position = position
 
 
@@ -470,51 +489,23 @@ _ACTIVITY_ONLY = (None, False)
 
 
 def read_card(rules_json: str, rules_commit: str, approved_ns: int) -> tuple[Card, str]:
-    """The judging card and the status the rules set. Never raises: unreadable rules give a card saying why."""
-    try:
-        rules = json.loads(rules_json)
-        if not isinstance(rules, dict):
-            raise ValueError("the rules are not a JSON object")
-        benchmark = rules.get("benchmark") or {}
-        if not isinstance(benchmark, dict):
-            raise ValueError("benchmark: not an object")
-        versions = benchmark.get("verifier_versions")
-        if versions is None:
-            versions = [] if benchmark.get("verifier_version") is None else [benchmark["verifier_version"]]
-        if not isinstance(versions, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in versions):
-            raise ValueError("benchmark.verifier_versions: not a list of integers")
-        guardrails = rules.get("guardrails") or {}
-        card = Card(
-            name=_text(benchmark.get("name")),
-            task=_text(benchmark.get("task")),
-            metric=_text(benchmark.get("metric")),
-            baseline=_text(benchmark.get("baseline")),
-            kernels=tuple(_text(k) for k in benchmark.get("kernels") or ()),
-            score_rule=_text(benchmark.get("score_rule")),
-            verifier_versions=tuple(sorted(set(versions))),
-            guardrails=tuple(sorted(_flatten(guardrails, ""))) if isinstance(guardrails, dict) else (),
-            rules_commit=rules_commit,
-            approved_ns=approved_ns,
-            rules_error="",
-        )
-        status = benchmark.get("status")
-        return card, status if isinstance(status, str) else ""
-    except (ValueError, TypeError, AttributeError) as err:  # json.JSONDecodeError is a ValueError
-        error = f"the rules could not be read: {err}"
-        return Card("", "", "", "", (), "", (), (), rules_commit, approved_ns, error), ""
-
-
-def _text(value) -> str:
-    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
-
-
-def _flatten(value: dict, prefix: str):
-    for key, item in value.items():
-        name = f"{prefix}{key}"
-        if isinstance(item, dict):
-            yield from _flatten(item, f"{name}.")
-        else:
-            yield name, json.dumps(item, sort_keys=True)
+    """The judging card and the status the rules set (contracts.rules.read_card). Never raises: unreadable rules give
+    a card saying why."""
+    read = rules.read_card(rules_json)
+    card = Card(
+        name=read.name,
+        task=read.task,
+        metric=read.metric,
+        baseline=read.baseline,
+        kernels=read.kernels,
+        score_rule=read.score_rule,
+        verifier_versions=read.verifier_versions,
+        guardrails=read.guardrails,
+        rules_commit=rules_commit,
+        approved_ns=approved_ns,
+        rules_error=read.error,
+    )
+    return card, read.status
 
 
 def history_record(board: Board, code: int, event: events_pb2.Event) -> Record:

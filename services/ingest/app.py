@@ -16,12 +16,14 @@ from datetime import timedelta
 from google.protobuf import json_format, struct_pb2
 from kernelboard.v1 import events_pb2
 
+from contracts import access, names, rules
+from contracts.refusals import not_found
 from services.common import auth, metrics
 from services.common.eventlog import EventLog, NewEvent
 from services.common.logs import bind_ids, get_logger
-from services.common.rules import RulesError, load_rules
+from services.common.setaside import SetAside
 from services.ingest import domain, store
-from services.ingest.domain import Actor, RefTarget, Refusal, check_size
+from services.ingest.domain import Actor, RefTarget, Refusal
 from services.ingest.gitrefs import GitRefFollower
 from services.ingest.gitrepo import HostedRepo, MergeConflict, UnbundleError
 
@@ -88,7 +90,7 @@ class Ingest:
         writes them meanwhile); returns the refs it repaired."""
         await self.repo.init()
         self.repo.clear_quarantine()
-        repaired = await self.repo.reconcile(await store.ref_values(self.pool))
+        repaired = await self.repo.reconcile(await self._refs_git_can_take())
         if repaired:
             log.warning("git refs reconciled from postgres", refs=repaired)
         self.git_refs.start()
@@ -98,7 +100,35 @@ class Ingest:
     async def stop(self) -> None:
         await self.git_refs.stop()
 
+    async def _refs_git_can_take(self) -> dict[str, str]:
+        """The recorded refs, less the rows git could not take, which are set aside: an ill-formed name (an older
+        version let ``routes/x-y\n`` in, and git refused it on every start) or a commit the repository lacks."""
+        set_aside = SetAside("ingest_reconcile")
+        good = {}
+        for ref, sha in (await store.ref_values(self.pool)).items():
+            if not names.is_ref(ref):
+                reason = "not a well-formed hosted ref"
+            elif await self.repo.object_type(sha) not in ("commit", "tag"):
+                reason = f"{sha} is not a commit of the hosted repository"
+            else:
+                good[ref] = sha
+                continue
+            async with self.pool.acquire() as conn:
+                moved = await store.set_ref_aside(conn, ref, sha, reason)
+            if moved:
+                set_aside.record(ref, reason, sha=sha)
+        set_aside.finish(await store.refs_set_aside(self.pool))
+        return good
+
     # --- push ------------------------------------------------------------------------------------------------------
+
+    def refuse_size(self, size: int) -> None:
+        """Refuse a bundle that has grown over the limit while it streams in, counted like any refused push."""
+        try:
+            domain.check_size(size, self.max_bundle_bytes)
+        except Refusal as refusal:
+            self.count_refusal(refusal, size)
+            raise
 
     def count_refusal(self, refusal: Refusal, size: int, started: float | None = None) -> None:
         BUNDLE_BYTES.observe(size)
@@ -123,7 +153,7 @@ class Ingest:
 
     async def _push(self, actor: Actor, ref_name: str, bundle: bytes) -> PushResult:
         target = domain.parse_ref(ref_name)
-        domain.check_bundle_size(len(bundle), self.max_bundle_bytes)
+        domain.check_size(len(bundle), self.max_bundle_bytes)
         tip = domain.bundle_tip(domain.parse_bundle_header(bundle), target)
         old, main = await self._check_writer(actor, target)
         with bind_ids(ref=target.ref, sha=tip):
@@ -151,9 +181,18 @@ class Ingest:
         """Who may write the ref; returns its recorded value ("" when new) and main's, read on one connection."""
         async with self.pool.acquire() as conn:
             route = await store.get_route(conn, target.route) if target.route else None
-            domain.check_write(actor, target, route.owner if route else None)
-            recorded = await store.ref_values_of(conn, [target.ref, domain.MAIN_REF])
+            recorded = await store.ref_values_of(conn, [target.ref, domain.MAIN_REF, domain.CHECKS_TAG])
+        maintainers = None
+        if target.kind == events_pb2.COMMIT_KIND_TAG:
+            maintainers = await self.maintainers_in_force(recorded.get(domain.CHECKS_TAG, ""))
+        domain.check_write(actor, target, route.owner if route else None, maintainers)
         return recorded.get(target.ref, ""), recorded.get(domain.MAIN_REF, "")
+
+    async def maintainers_in_force(self, tag: str) -> tuple[str, ...] | None:
+        """The maintainers the rules at the tag checks name (who alone approve new rules); None before any rules."""
+        if not tag:
+            return None
+        return rules.read_card(await self.repo.read_file(tag, rules.RULES_FILE) or b"null").maintainers
 
     async def _check(self, q, target: RefTarget, old: str, tip: str, main: str) -> CheckedPush:
         if await q.object_type(tip) != "commit":
@@ -176,30 +215,30 @@ class Ingest:
                 checked.metrics[route] = domain.parse_metrics(path, text.decode("utf-8", "replace"))
         return checked
 
-    async def _check_rules(self, objects, commit: str, main: str, approved: str) -> tuple[int, str]:
-        """The rules at ``commit`` if they may replace those at ``approved`` (the tag's value, "" before the first)."""
+    async def _check_rules(self, objects, commit: str, main: str, previous: str) -> tuple[int, str]:
+        """The rules at ``commit`` if they may replace those at ``previous`` (the tag's value, "" before the first)."""
         if not main or not await objects.is_ancestor(commit, main):
             raise Refusal(
                 "FAILED_PRECONDITION",
                 "tag_not_on_main",
                 f"the tag checks marks a commit on main; {commit[:12]} is not on main (merge it first)",
             )
-        text = await objects.read_file(commit, domain.RULES_FILE)
+        text = await objects.read_file(commit, rules.RULES_FILE)
         if text is None:
-            raise domain.invalid("malformed_rules", f"{commit[:12]} has no {domain.RULES_FILE}")
+            raise domain.invalid("malformed_rules", f"{commit[:12]} has no {rules.RULES_FILE}")
         try:
-            rules = load_rules(text)
-        except RulesError as err:
-            raise domain.invalid("malformed_rules", f"{domain.RULES_FILE} at {commit[:12]}: {err}") from None
-        approved_text = await objects.read_file(approved, domain.RULES_FILE) if approved else None
-        domain.check_rules_change(json.loads(approved_text) if approved_text else {}, dict(rules.raw))
-        return rules.benchmark_version, text.decode()
+            approved = rules.parse(text)
+        except rules.RulesError as err:
+            raise domain.invalid("malformed_rules", f"{rules.RULES_FILE} at {commit[:12]}: {err}") from None
+        approved_before = await objects.read_file(previous, rules.RULES_FILE) if previous else None
+        domain.check_rules_change(json.loads(approved_before) if approved_before else {}, dict(approved.raw))
+        return approved.benchmark_version, text.decode()
 
-    async def rules_at_tag(self, conn=None) -> dict:
-        """scienceslack.json at the tag checks, the rules that judge ({} before seeding)."""
+    async def rules_at_tag(self, conn=None) -> rules.Card:
+        """What scienceslack.json at the tag checks, the rules that judge, says (an empty card before seeding)."""
         tag = await store.ref_value(conn or self.pool, domain.CHECKS_TAG)
-        text = await self.repo.read_file(tag, domain.RULES_FILE) if tag else None
-        return json.loads(text) if text else {}
+        text = await self.repo.read_file(tag, rules.RULES_FILE) if tag else None
+        return rules.read_card(text) if text else rules.Card()
 
     async def _record(self, actor: Actor, checked: CheckedPush) -> PushResult:
         target = checked.target
@@ -212,13 +251,13 @@ class Ingest:
             job_id=target.job_id,
             pull_number=target.pull_number,
             changed_paths=checked.changed_paths,
-            owner=domain.owner_of(actor),
+            owner=access.owner_of(actor),
         )
         # Everything is computed before the transaction, and the appends come last in it: an append holds the log's
         # position lock until the commit.
         appends = [(target.stream, commit)]
         if checked.metrics:
-            version = (await self.rules_at_tag()).get("benchmark", {}).get("version", 0)
+            version = (await self.rules_at_tag()).version
             appends += [
                 (f"route:{route}", self._metrics_event(actor, route, checked.new, reported, version))
                 for route, reported in checked.metrics.items()
@@ -235,7 +274,7 @@ class Ingest:
             except store.RefMoved as err:
                 raise Refusal("ABORTED", "conflict", str(err)) from None
             if checked.rules:
-                synced = await auth.set_maintainers(conn, load_rules(checked.rules[1]).maintainers)
+                synced = await auth.set_maintainers(conn, rules.parse(checked.rules[1]).maintainers)
                 if synced.promoted or synced.demoted:
                     log.info("maintainers changed with the rules", promoted=synced.promoted, demoted=synced.demoted)
             appended = [
@@ -281,6 +320,7 @@ class Ingest:
     # --- routes ----------------------------------------------------------------------------------------------------
 
     async def start_route(self, actor: Actor, name: str) -> store.RouteRow:
+        access.require(actor, access.Action.START_ROUTE)
         domain.validate_route_name(name)
         main = await store.ref_value(self.pool, domain.MAIN_REF)
         if not main:
@@ -289,7 +329,7 @@ class Ingest:
             )
         ref = domain.route_ref(name)
         async with self.pool.acquire() as conn, conn.transaction():
-            route = await store.insert_route(conn, name, domain.owner_of(actor), actor.name, main)
+            route = await store.insert_route(conn, name, access.owner_of(actor), actor.name, main)
             if route is None:
                 existing = await store.get_route(conn, name)
                 raise Refusal("ALREADY_EXISTS", "route_exists", f"route {name!r} exists (owner {existing.owner})")
@@ -322,7 +362,8 @@ class Ingest:
             wanted = [domain.parse_ref(name).ref for name in refs]
             missing = [ref for ref in wanted if ref not in recorded]
             if missing:
-                raise Refusal("NOT_FOUND", "unknown_ref", f"no such ref: {', '.join(missing)}")
+                more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+                raise Refusal("NOT_FOUND", "unknown_ref", f"no such ref: {', '.join(missing[:3])}{more}")
         else:
             wanted = [
                 ref
@@ -338,7 +379,7 @@ class Ingest:
 
     async def open_pull(self, actor: Actor, route_name: str, title: str) -> store.PullRow:
         route, head = await self.get_route(route_name)
-        domain.check_route_writer(actor, route.route, route.owner)
+        access.require(actor, access.Action.OPEN_PULL, access.Target(owner=route.owner, label=f"route {route.route!r}"))
         main = await store.ref_value(self.pool, domain.MAIN_REF)
         if await self.repo.is_ancestor(head, main):
             raise Refusal("FAILED_PRECONDITION", "nothing_to_merge", f"route {route.route!r} brings nothing main lacks")
@@ -363,7 +404,7 @@ class Ingest:
                 route=route.route,
                 pull_number=number,
                 changed_paths=changed,
-                owner=domain.owner_of(actor),
+                owner=access.owner_of(actor),
             )
             await self.log.append(
                 target.stream, 0, [NewEvent(opened, actor.name), NewEvent(commit, actor.name)], conn=conn
@@ -382,6 +423,7 @@ class Ingest:
         return await store.list_pulls(self.pool, route, state)
 
     async def review(self, actor: Actor, number: int, verdict: int, body: str) -> store.PullRow:
+        access.require(actor, access.Action.REVIEW_PULL)
         async with self.pool.acquire() as conn, conn.transaction():
             pull = await store.get_pull(conn, number, for_update=True)
             if pull is None:
@@ -395,8 +437,9 @@ class Ingest:
     async def merge(self, actor: Actor, number: int) -> store.PullRow:
         """A merge commit of the pull request's head into main (maintainers only). The rules that judge change only
         when a maintainer moves the tag checks, never by a merge."""
+        access.require(actor, access.Action.MERGE_PULL)
         pull = await self.get_pull(number)
-        domain.check_merge(actor, pull.state, number)
+        domain.check_open(pull.state, number)
         main = await store.ref_value(self.pool, domain.MAIN_REF)
         message = f"Merge route {pull.route} (#{number}): {pull.title}"
         try:
@@ -409,14 +452,14 @@ class Ingest:
             parent=main,
             kind=events_pb2.COMMIT_KIND_MAIN,
             changed_paths=await self.repo.changed_paths(main, merge_sha),
-            owner=domain.owner_of(actor),
+            owner=access.owner_of(actor),
         )
         merged = events_pb2.PullRequestMerged(
             number=number, merge_sha=merge_sha, base_ref=domain.MAIN_REF, merged_by=actor.name
         )
         async with self.pool.acquire() as conn, conn.transaction():
             locked = await store.get_pull(conn, number, for_update=True)
-            domain.check_merge(actor, locked.state, number)
+            domain.check_open(locked.state, number)
             try:
                 await store.move_ref(conn, domain.MAIN_REF, main, merge_sha, actor.name)
             except store.RefMoved as err:
@@ -441,10 +484,10 @@ class Ingest:
             registered = principal is None
             if not kind:
                 kind = principal.kind if principal else domain.AGENT if "/" in name else domain.PERSON
-            domain.check_token_grant(actor, name, kind, member)
+            owner = principal.owner if principal else domain.owner_from_name(name, kind)
+            access.require(actor, access.Action.CREATE_TOKEN, access.Target(owner=owner, name=name, member=member))
             if registered:
-                role = domain.role_for(name, kind, (await self.rules_at_tag(conn)).get("maintainers", ()), member)
-                owner = domain.owner_from_name(name, kind)
+                role = domain.role_for(name, kind, (await self.rules_at_tag(conn)).maintainers, member)
                 try:
                     principal = await auth.register_principal(
                         conn, name, kind, owner, role, log=self.log, actor=actor.name
@@ -458,11 +501,16 @@ class Ingest:
         return token, principal, registered
 
     async def revoke_token(self, actor: Actor, token: str) -> str:
+        """Revoke a token the actor may revoke. An unknown, malformed, expired or revoked token and another's token
+        all get the same NOT_FOUND: the answer must not tell whether a made-up token exists, or whose a real one is."""
         try:
             holder = await auth.authenticate(self.pool, token)
-        except auth.AuthError as err:
-            raise domain.invalid("token", f"cannot revoke: {err}") from None
-        domain.check_token_revoke(actor, holder.name, holder.owner)
+        except auth.AuthError:
+            holder = None
+        if holder is None or access.decide(
+            actor, access.Action.REVOKE_TOKEN, access.Target(owner=holder.owner, name=holder.name)
+        ):
+            raise not_found("unknown_token", "no such token among those you may revoke")
         async with self.pool.acquire() as conn:
             await auth.revoke_token(conn, token)
         log.info("token revoked", principal=holder.name, actor=actor.name)
@@ -473,12 +521,11 @@ class Ingest:
     async def open_issue(self, actor: Actor, title: str, body: str) -> store.IssueRow:
         if not domain.can_open_issue(actor):
             raise domain.denied(f"{actor.name} may not open issues")
-        title = domain.check_text("title", title, domain.ISSUE_TITLE_MAX, required=True)
-        body = domain.check_text("body", body, domain.ISSUE_BODY_MAX)
+        title, body = domain.non_empty("title", title), body.strip()
         async with self.pool.acquire() as conn, conn.transaction():
-            number = await store.insert_issue(conn, title, body, actor.name, domain.owner_of(actor))
+            number = await store.insert_issue(conn, title, body, actor.name, access.owner_of(actor))
             opened = events_pb2.IssueOpened(
-                number=number, title=title, body=body, author=actor.name, author_owner=domain.owner_of(actor)
+                number=number, title=title, body=body, author=actor.name, author_owner=access.owner_of(actor)
             )
             await self.log.append(f"issue:{number}", 0, [NewEvent(opened, actor.name)], conn=conn)
         log.info("issue opened", number=number, actor=actor.name)
@@ -490,9 +537,8 @@ class Ingest:
             raise Refusal("NOT_FOUND", "unknown_issue", f"no issue #{number}")
         return issue
 
-    async def list_issues(self, state: str, size: int, token: str) -> tuple[list[store.IssueRow], str]:
-        state = domain.check_state_filter(state, domain.ISSUE_STATES)
-        size, after = domain.page_size(size), domain.page_after(token)
+    async def list_issues(self, state: str, size: int, after: int) -> tuple[list[store.IssueRow], str]:
+        """A page of issues, oldest first, after the cursor ``after``; the next page's token ("" when last)."""
         issues = await store.list_issues(self.pool, state, after, size)
         return issues, domain.next_page_token([i.number for i in issues], size)
 
@@ -514,7 +560,7 @@ class Ingest:
     async def add_comment(self, actor: Actor, issue_number: int, pull_number: int, body: str) -> store.CommentRow:
         if not domain.can_comment(actor):
             raise domain.denied(f"{actor.name} may not comment")
-        body = domain.check_text("body", body, domain.COMMENT_BODY_MAX, required=True)
+        body = domain.non_empty("body", body)
         async with self.pool.acquire() as conn, conn.transaction():
             await self._check_thread(conn, issue_number, pull_number)
             comment = await store.insert_comment(conn, issue_number, pull_number, body, actor.name)
@@ -531,9 +577,8 @@ class Ingest:
         return comment
 
     async def list_comments(
-        self, issue_number: int, pull_number: int, size: int, token: str
+        self, issue_number: int, pull_number: int, size: int, after: int
     ) -> tuple[list[store.CommentRow], str]:
-        size, after = domain.page_size(size), domain.page_after(token)
         async with self.pool.acquire() as conn:
             await self._check_thread(conn, issue_number, pull_number)
             comments = await store.list_comments(conn, issue_number, pull_number, after, size)
@@ -541,22 +586,17 @@ class Ingest:
 
     @staticmethod
     async def _check_thread(conn, issue_number: int, pull_number: int) -> None:
-        """The issue or pull request a comment belongs to exists (exactly one is named)."""
-        if issue_number > 0 and await store.get_issue(conn, issue_number) is not None:
-            return
-        if pull_number > 0 and await store.get_pull(conn, pull_number) is not None:
-            return
-        if issue_number > 0:
+        """The issue or pull request a comment belongs to (the edge names exactly one) exists."""
+        if issue_number and await store.get_issue(conn, issue_number) is None:
             raise Refusal("NOT_FOUND", "unknown_issue", f"no issue #{issue_number}")
-        if pull_number > 0:
+        if pull_number and await store.get_pull(conn, pull_number) is None:
             raise Refusal("NOT_FOUND", "unknown_pull", f"no pull request #{pull_number}")
-        raise domain.invalid("thread", "name the issue or the pull request: a positive issue_number or pull_number")
 
     # --- joining the project ---------------------------------------------------------------------------------------
 
     async def request_join(self, actor: Actor, note: str) -> store.JoinRow:
         domain.check_join_request(actor)
-        note = domain.check_text("note", note, domain.JOIN_NOTE_MAX)
+        note = note.strip()
         async with self.pool.acquire() as conn, conn.transaction():
             request = await store.insert_join_request(conn, actor.name, note)
             if request is None:
@@ -566,18 +606,16 @@ class Ingest:
         log.info("join requested", principal=actor.name, request_id=request.id)
         return request
 
-    async def list_join_requests(self, actor: Actor, state: str, size: int, token: str):
+    async def list_join_requests(self, actor: Actor, state: str, size: int, after: int):
+        """Maintainers: a page of join requests in ``state`` ("": pending, "all": every state)."""
         if not domain.can_decide_join(actor):
             raise domain.denied(f"maintainer role needed to see join requests ({actor.name} is not a maintainer)")
-        state = domain.check_state_filter(state, domain.JOIN_STATES, extra=("all",))
         state = "" if state == "all" else state or "pending"
-        size, after = domain.page_size(size), domain.page_after(token)
         requests = await store.list_join_requests(self.pool, state, after, size)
         return requests, domain.next_page_token([r.id for r in requests], size)
 
     async def decide_join(self, actor: Actor, name: str, accept: bool, note: str) -> store.JoinRow:
-        note = domain.check_text("note", note, domain.JOIN_NOTE_MAX)
-        check_size("name", name, 200)
+        note = note.strip()
         async with self.pool.acquire() as conn, conn.transaction():
             request = await store.pending_join_request(conn, name, for_update=True)
             domain.check_join_decision(actor, name, request is not None)

@@ -26,7 +26,13 @@ if _version_not_supported:
 
 
 class IngestStub:
-    """Missing associated documentation comment in .proto file."""
+    """Every method may also end UNAUTHENTICATED (no or a bad token; methods open to all excepted), UNAVAILABLE (the
+    event log cannot be reached: retry), DEADLINE_EXCEEDED or CANCELLED (the caller's), RESOURCE_EXHAUSTED for a
+    message over the server's receive limit (gRPC's 4 MiB; ingest's is KB_MAX_BUNDLE_BYTES plus 1 MiB), and
+    INVALID_ARGUMENT for a request that is not this method's message. Bad input never ends UNKNOWN or INTERNAL; a refusal's message quotes at
+    most a short prefix of what was sent. Identifiers follow contracts/names.py (matched in full, bounded, no control
+    characters).
+    """
 
     def __init__(self, channel):
         """Constructor.
@@ -162,157 +168,220 @@ class IngestStub:
 
 
 class IngestServicer:
-    """Missing associated documentation comment in .proto file."""
+    """Every method may also end UNAUTHENTICATED (no or a bad token; methods open to all excepted), UNAVAILABLE (the
+    event log cannot be reached: retry), DEADLINE_EXCEEDED or CANCELLED (the caller's), RESOURCE_EXHAUSTED for a
+    message over the server's receive limit (gRPC's 4 MiB; ingest's is KB_MAX_BUNDLE_BYTES plus 1 MiB), and
+    INVALID_ARGUMENT for a request that is not this method's message. Bad input never ends UNKNOWN or INTERNAL; a refusal's message quotes at
+    most a short prefix of what was sent. Identifiers follow contracts/names.py (matched in full, bounded, no control
+    characters).
+    """
 
     def WhoAmI(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Who the caller's token signs in as.
+        Statuses: OK
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def StartRoute(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """A route from main's head, owned by the caller's person.
+        Statuses: INVALID_ARGUMENT (not a route name), ALREADY_EXISTS, FAILED_PRECONDITION (main not seeded yet)
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Push(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """A git bundle for one ref, fast-forward only; nothing is written unless every check passed.
+        Statuses: INVALID_ARGUMENT (a bad ref, a malformed bundle or metrics.json, paths outside the route), NOT_FOUND
+        (no such route), PERMISSION_DENIED, FAILED_PRECONDITION (non-fast-forward, missing prerequisites, the tag checks
+        off main), ABORTED (the ref moved meanwhile), RESOURCE_EXHAUSTED (the bundle over KB_MAX_BUNDLE_BYTES)
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Fetch(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """A bundle of the named refs (default: main, the tag checks and every route).
+        Statuses: INVALID_ARGUMENT (a bad ref, too many refs or commits), NOT_FOUND (no such ref), FAILED_PRECONDITION
+        (nothing hosted yet)
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ListRoutes(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Every route, its owner and head.
+        Statuses: OK
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def GetRoute(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """One route.
+        Statuses: INVALID_ARGUMENT, NOT_FOUND
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def PushStream(self, request_iterator, context):
-        """The same as Push and Fetch in chunks: for bundles above one message and for progress in `kb`.
+        """Push in chunks: for bundles above one message and for progress in `kb`; the first chunk names the ref.
+        Statuses: INVALID_ARGUMENT (a bad ref, a malformed bundle or metrics.json, paths outside the route), NOT_FOUND
+        (no such route), PERMISSION_DENIED, FAILED_PRECONDITION (non-fast-forward, missing prerequisites, the tag checks
+        off main), ABORTED (the ref moved meanwhile), RESOURCE_EXHAUSTED (the bundle over KB_MAX_BUNDLE_BYTES)
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def FetchStream(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Fetch in chunks.
+        Statuses: INVALID_ARGUMENT (a bad ref, too many refs or commits), NOT_FOUND (no such ref), FAILED_PRECONDITION
+        (nothing hosted yet)
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def OpenPullRequest(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """A pull request from a route into main.
+        Statuses: INVALID_ARGUMENT (a bad route name or title), NOT_FOUND, PERMISSION_DENIED, FAILED_PRECONDITION
+        (nothing to merge)
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Review(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """A review of an open pull request, by anyone signed in.
+        Statuses: INVALID_ARGUMENT (a bad number, verdict or body), NOT_FOUND, FAILED_PRECONDITION (not open)
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Merge(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Maintainers: a merge commit of the pull request into main.
+        Statuses: INVALID_ARGUMENT, NOT_FOUND, PERMISSION_DENIED, FAILED_PRECONDITION (not open, a conflict), ABORTED
+        (main moved meanwhile)
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ListPullRequests(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Pull requests, by route and state.
+        Statuses: INVALID_ARGUMENT
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def CreateToken(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """A token for the caller, its agents, or (maintainers) anyone, registering a new principal.
+        Statuses: INVALID_ARGUMENT (a bad name, kind or ttl_seconds), PERMISSION_DENIED
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def RevokeToken(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Revoke a token the caller may revoke. Another's token and one that does not exist get the same NOT_FOUND.
+        Statuses: NOT_FOUND
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def OpenIssue(self, request, context):
-        """Issues and comments (anyone signed in opens and comments; the author and maintainers close and reopen).
+        """An issue of the project, opened by anyone signed in.
+        Statuses: INVALID_ARGUMENT (an empty title, a title or body over its limit or with control characters)
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def GetIssue(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """One issue.
+        Statuses: INVALID_ARGUMENT (a bad number), NOT_FOUND
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ListIssues(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Issues, oldest first, a page at a time.
+        Statuses: INVALID_ARGUMENT (a bad state, page_size or page_token)
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def CloseIssue(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Close an issue: its author, the person the author acts for (and that person's agents), maintainers.
+        Statuses: INVALID_ARGUMENT (a bad number), NOT_FOUND, PERMISSION_DENIED, FAILED_PRECONDITION (closed already)
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ReopenIssue(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Reopen an issue: as CloseIssue.
+        Statuses: INVALID_ARGUMENT (a bad number), NOT_FOUND, PERMISSION_DENIED, FAILED_PRECONDITION (open already)
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def AddComment(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """A comment on an issue or a pull request, by anyone signed in.
+        Statuses: INVALID_ARGUMENT (no issue or pull request named, a bad number, an empty body, one over its limit or
+        with control characters), NOT_FOUND
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ListComments(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """An issue's or a pull request's comments, oldest first, a page at a time.
+        Statuses: INVALID_ARGUMENT (no issue or pull request named, a bad number, page_size or page_token), NOT_FOUND
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def RequestJoin(self, request, context):
-        """Joining the project: a signed-in person asks, a maintainer accepts (the person becomes a member) or declines.
+        """A signed-in person asks to become a project member.
+        Statuses: INVALID_ARGUMENT (a note over its limit or with control characters), PERMISSION_DENIED (an agent or a
+        service), FAILED_PRECONDITION (a member already), ALREADY_EXISTS (a request pending already)
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ListJoinRequests(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Maintainers: join requests, oldest first, a page at a time.
+        Statuses: INVALID_ARGUMENT (a bad state, page_size or page_token), PERMISSION_DENIED
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def DecideJoin(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Maintainers: accept (the person becomes a member; their agents with them) or decline a pending join request.
+        Statuses: INVALID_ARGUMENT (a bad name or note), PERMISSION_DENIED, NOT_FOUND (no pending request)
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def LeaveProject(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """A member leaves the project (back to signed-in); maintainers leave by a rules change.
+        Statuses: PERMISSION_DENIED (an agent or a service), FAILED_PRECONDITION (not a member, a maintainer)
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -454,7 +523,13 @@ def add_IngestServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class Ingest:
-    """Missing associated documentation comment in .proto file."""
+    """Every method may also end UNAUTHENTICATED (no or a bad token; methods open to all excepted), UNAVAILABLE (the
+    event log cannot be reached: retry), DEADLINE_EXCEEDED or CANCELLED (the caller's), RESOURCE_EXHAUSTED for a
+    message over the server's receive limit (gRPC's 4 MiB; ingest's is KB_MAX_BUNDLE_BYTES plus 1 MiB), and
+    INVALID_ARGUMENT for a request that is not this method's message. Bad input never ends UNKNOWN or INTERNAL; a refusal's message quotes at
+    most a short prefix of what was sent. Identifiers follow contracts/names.py (matched in full, bounded, no control
+    characters).
+    """
 
     @staticmethod
     def WhoAmI(request,
