@@ -14,7 +14,8 @@ The rules, as this module applies them (DESIGN.md "Board rules"):
   RulesApproved). Old boards stay readable.
 - Ranked: a route's best passing verified check on that board (source "verified"; an equal score later keeps the
   earlier; verified means judged on the rules' pinned runner at full shapes, so a CPU-profile pass never ranks) and
-  its latest report by a maintainer ("reported by maintainer"). Higher scores rank first; ties break on the earlier
+  its latest report by a maintainer ("reported by maintainer"; a report's reason is its own account of the measurement,
+  runner, time and rules commit, when its metrics.json gives one). Higher scores rank first; ties break on the earlier
   log position. A check counts only when the board's rules accept its verifier version (the rules'
   ``benchmark.verifier_versions`` list or ``benchmark.verifier_version``; rules naming neither accept any); a score
   that is not a finite number never ranks.
