@@ -6,7 +6,7 @@ clock: "now" is the latest event time folded, so a rebuild from position 0 gives
 rebuild its throughput. Events at or below the state's position are skipped, so a duplicate or a redelivery changes
 nothing (the log delivers events in position order).
 
-The rules, as this module applies them (DESIGN.md "Board rules"):
+The rules, as this module applies them (docs/ARCHITECTURE.md, "Board rules"):
 
 - Boards: one per benchmark version. An event whose payload names a version (RulesApproved, CheckCompleted,
   MetricsReported, BenchmarkStatusChanged, RouteAdopted; 0 meaning "not given") belongs to that board; any other
