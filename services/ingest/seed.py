@@ -1,7 +1,8 @@
 """Seed the hosted repository once (``python -m services.ingest.seed``, run by ``make up`` after the migrations).
 
-Idempotent: each step happens only when its result is missing. It ensures the principals ``curator`` (maintainer)
-and ``system:scheduler`` (the scheduler's service identity) with a token file each under KB_HOME (mode 600);
+Idempotent: each step happens only when its result is missing. It ensures the principals ``curator`` (maintainer),
+``system:scheduler`` (the scheduler's service identity) and ``system:web`` (the web board's, which reads the board
+and nothing else) with a token file each under KB_HOME (mode 600);
 commits ``main`` from the project's scienceslack.json, AGENTS.md, kernels/problems/*.py and checks/*; tags it
 ``checks`` (RulesApproved); and starts the route ``triton`` (owned by curator) with kernels/triton/*.py copied to
 routes/triton/. Every ref moves through the same checks and events as a push.
@@ -26,6 +27,7 @@ from services.ingest.server import hosted_repo
 
 PROJECT = Path(__file__).resolve().parents[2]
 CURATOR = "curator"
+WEB = "system:web"  # services/web signs in to the board service as this identity
 SEED_ROUTE = "triton"
 
 log = get_logger()
@@ -76,7 +78,9 @@ async def seed(ingest: Ingest, home: Path, project: Path = PROJECT) -> SeedRepor
     curator = await ensure_principal(ingest, CURATOR, domain.PERSON, events_pb2.ROLE_MAINTAINER, report)
     await ensure_principal(ingest, domain.SCHEDULER, domain.SERVICE, events_pb2.ROLE_SIGNED_IN, report)
     await ensure_token(ingest, CURATOR, home / "curator.token", report)
+    await ensure_principal(ingest, WEB, domain.SERVICE, events_pb2.ROLE_SIGNED_IN, report)
     await ensure_token(ingest, domain.SCHEDULER, home / "scheduler.token", report)
+    await ensure_token(ingest, WEB, home / "web.token", report)
     actor = Actor(curator.name, curator.kind, curator.owner, curator.role)
 
     main = await store.ref_value(ingest.pool, domain.MAIN_REF)
