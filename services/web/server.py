@@ -22,7 +22,7 @@ from services.common import metrics
 from services.common.config import HTTP_PORTS, METRICS_PORTS, Settings, env_number
 from services.common.logs import configure_logging, get_logger
 from services.web.app import DEFAULT_MAX_LIVE, make_app
-from services.web.source import BoardSource, read_token, token_path
+from services.web.source import BoardSource, MissingToken, read_token, token_path
 
 log = get_logger()
 
@@ -62,7 +62,11 @@ async def run(settings: Settings, environ=None) -> None:
 
 def main() -> None:
     configure_logging("web")
-    asyncio.run(run(Settings.from_env()))
+    try:
+        asyncio.run(run(Settings.from_env()))
+    except (MissingToken, OSError, ValueError) as err:  # a setting or a port: one line that says which
+        log.error("cannot start", error=str(err))
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":
