@@ -8,6 +8,7 @@ from the log (route names, reasons, violations) is never markup.
 """
 
 import asyncio
+import collections
 import contextlib
 import json
 import time
@@ -91,6 +92,30 @@ def page(name: str, status: int = 200, **context) -> web.Response:
     return web.Response(text=body, status=status, content_type="text/html", charset="utf-8")
 
 
+class RenderedPages:
+    """Pages already rendered, by what they were rendered from. A view's log position names the projection's whole
+    state (a pure fold of the log up to it), so the same template over the same position renders the same page:
+    asking the board service stays per request, rendering happens once per change."""
+
+    def __init__(self, size: int = 64):
+        self.size = size
+        self._pages: collections.OrderedDict[tuple, bytes] = collections.OrderedDict()
+
+    def response(self, key: tuple, name: str, **context) -> web.Response:
+        body = self._pages.get(key)
+        if body is None:
+            body = TEMPLATES.get_template(name).render(**context).encode()
+            self._pages[key] = body
+            if len(self._pages) > self.size:
+                self._pages.popitem(last=False)
+        else:
+            self._pages.move_to_end(key)
+        return web.Response(body=body, content_type="text/html", charset="utf-8")
+
+
+PAGES = web.AppKey("pages", RenderedPages)
+
+
 def board_json(view) -> str:
     """The view as `kb board --json` prints it (services/board/cli.py): the same fields, the same names."""
     data = json_format.MessageToDict(view, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
@@ -133,7 +158,8 @@ async def board_page(request: web.Request) -> web.Response:
     with upstream("board"):
         view = await source.board(version)
         newest = view.version if version == 0 else (await source.board(0)).version
-    return page(
+    return request.app[PAGES].response(
+        ("board", version, view.version, newest, view.log_position),
         "board.html",
         view=view,
         newest=newest,
@@ -288,6 +314,7 @@ def make_app(source: BoardSource, *, max_live: int = DEFAULT_MAX_LIVE) -> web.Ap
     app[SOURCE] = source
     app[LIVE] = set()
     app[MAX_LIVE] = max_live
+    app[PAGES] = RenderedPages()
     version = r"{version:\d{1,9}}"
     app.router.add_get("/", board_page, name="board")
     app.router.add_get(f"/board/{version}", board_page, name="board_version")
