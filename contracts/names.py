@@ -72,6 +72,7 @@ JOB_PREFIX = "refs/jobs/"
 PULL_PREFIX = "refs/pull/"
 
 SCHEDULER = "system:scheduler"  # the only identity that writes refs/jobs/*
+WEB = "system:web"  # the web board's: signed in, no role; it reads the board and nothing else
 SERVICE_PREFIX = "system:"
 
 REF_MAX_CHARS = 100
@@ -210,6 +211,7 @@ __all__ = [
     "ROUTE_PREFIX",
     "SCHEDULER",
     "SERVICE",
+    "WEB",
     "Grammar",
     "Ref",
     "Refusal",

@@ -11,10 +11,10 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from kernelboard.v1 import board_pb2, board_pb2_grpc
 
+from contracts import names
 from services.common import metrics
 from services.common.config import Settings
 
-WEB_IDENTITY = "system:web"
 # A page waits this long for the board service; past it the page says the board is unavailable (503).
 CALL_TIMEOUT_S = 5.0
 
@@ -39,8 +39,8 @@ def read_token(path: Path) -> str:
         token = path.read_text().strip()
     except FileNotFoundError:
         raise MissingToken(
-            f"no token for {WEB_IDENTITY} at {path}: run `make up` (its seed writes it) or "
-            f"`kb admin token issue {WEB_IDENTITY}` into a file named by KB_WEB_TOKEN_FILE"
+            f"no token for {names.WEB} at {path}: run `make up` (its seed writes it) or "
+            f"`kb admin token issue {names.WEB}` into a file named by KB_WEB_TOKEN_FILE"
         ) from None
     if not token:
         raise MissingToken(f"the token file {path} is empty")
