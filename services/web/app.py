@@ -207,10 +207,12 @@ async def board_json_page(request: web.Request) -> web.Response:
 
 
 async def healthz(request: web.Request) -> web.Response:
-    """200 when the board service answers SERVING to this process; 503 otherwise (the page would fail too)."""
-    if await request.app[SOURCE].serving():
-        return web.Response(text="ok\n")
-    return web.Response(text="the board service does not answer SERVING\n", status=503)
+    """200 when this process can read the board (GetBoard with its own token); 503 saying why not: the pages would
+    fail the same way (the board service down, or the token revoked)."""
+    problem = await request.app[SOURCE].readable()
+    if problem:
+        return web.Response(text=problem + "\n", status=503)
+    return web.Response(text="ok\n")
 
 
 # ---- live: server-sent events from WatchBoard ----------------------------------------------------------------------

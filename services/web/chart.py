@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from kernelboard.v1 import events_pb2
 
-WIDTH = 720
+WIDTH = 960
 LABEL_WIDTH = 170
 RIGHT_PAD = 70
 ROW_HEIGHT = 22

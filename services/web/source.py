@@ -8,7 +8,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 from kernelboard.v1 import board_pb2, board_pb2_grpc
 
 from contracts import names
@@ -54,7 +53,6 @@ class BoardSource:
         self.address = address
         self._channel = grpc.aio.insecure_channel(address)
         self._stub = board_pb2_grpc.BoardStub(self._channel)
-        self._health = health_pb2_grpc.HealthStub(self._channel)
         self._metadata = (("authorization", f"Bearer {token}"),)
 
     async def close(self) -> None:
@@ -88,12 +86,14 @@ class BoardSource:
         finally:
             call.cancel()
 
-    async def serving(self) -> bool:
-        """Whether the board service says SERVING for kernelboard.v1.Board (gRPC health, no token needed)."""
+    async def readable(self) -> str:
+        """'' when this process can read the board (GetBoard answers, or says no board exists yet); else why not."""
         try:
-            reply = await self._health.Check(
-                health_pb2.HealthCheckRequest(service="kernelboard.v1.Board"), timeout=CALL_TIMEOUT_S
-            )
-        except grpc.aio.AioRpcError:
-            return False
-        return reply.status == health_pb2.HealthCheckResponse.SERVING
+            await self.board(0)
+        except grpc.aio.AioRpcError as err:
+            if err.code() == grpc.StatusCode.NOT_FOUND:
+                return ""
+            if err.code() in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
+                return f"the board service refuses the token of {names.WEB} ({err.code().name})"
+            return f"the board service does not answer ({err.code().name})"
+        return ""

@@ -6,6 +6,7 @@ the board service following it through its Consumer and serving gRPC with real a
 """
 
 import asyncio
+import contextlib
 import os
 import secrets
 import socket
@@ -76,9 +77,9 @@ async def _web_process(board_address: str, token_file: Path, port: int, metrics_
         )
 
 
-@pytest.fixture(scope="module")
-async def stack(tmp_path_factory):
-    home = tmp_path_factory.mktemp("web")
+@contextlib.asynccontextmanager
+async def web_stack(home: Path, events=None):
+    """The whole read path over ``events`` (default: web_events.seeded()), torn down on the way out."""
     async with throwaway_database("web") as url:
         log = await EventLog.connect(url, migrate=True)
         try:
@@ -92,7 +93,7 @@ async def stack(tmp_path_factory):
                 tokens = {name: await auth.issue_token(conn, name) for name in ("curator", "system:web")}
             token_file = home / "web.token"
             token_file.write_text(tokens["system:web"] + "\n")
-            await append_all(log, seeded())
+            await append_all(log, seeded() if events is None else events)
             async with throwaway_stream("web", database_url=url) as settings:
                 relay = Relay(log, settings, poll_interval_s=0.1)
                 relay_task = asyncio.create_task(relay.run())
@@ -104,8 +105,14 @@ async def stack(tmp_path_factory):
                 port, metrics_port = free_port(), free_port()
                 web_log = home / "web.log"
                 web = await _web_process(board_address, token_file, port, metrics_port, web_log)
-                stack = Stack(log, background, board_address, tokens, f"http://127.0.0.1:{port}", "")
-                stack.metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
+                stack = Stack(
+                    log,
+                    background,
+                    board_address,
+                    tokens,
+                    f"http://127.0.0.1:{port}",
+                    f"http://127.0.0.1:{metrics_port}/metrics",
+                )
                 try:
                     await _until_healthy(stack.web_url, web, web_log)
                     await stack.until_folded()
@@ -119,6 +126,12 @@ async def stack(tmp_path_factory):
                     await asyncio.wait_for(relay_task, 10)
         finally:
             await log.close()
+
+
+@pytest.fixture(scope="module")
+async def stack(tmp_path_factory):
+    async with web_stack(tmp_path_factory.mktemp("web")) as running:
+        yield running
 
 
 async def _until_healthy(web_url: str, process, log_file: Path) -> None:
