@@ -25,7 +25,7 @@ class Bar:
     problem: str
     y: float  # top of the row
     width: float  # from the plot's left edge to the speed-up
-    speedup: float
+    speedup: float | None  # None: not a finite positive number, no bar
     floor_x: float | None  # where the floor's speed-up falls; None when the check recorded no floor fraction
     floor_speedup: float | None
     state: str  # "passed" | "failed" | "baseline" (not submitted: counts as eager, speed-up 1)
@@ -51,23 +51,41 @@ class Chart:
     eager_x: float  # speed-up 1: PyTorch eager
 
 
-def _floor_speedup(subtask: events_pb2.Subtask) -> float | None:
-    if subtask.floor_fraction > 0 and subtask.speedup > 0:
-        return subtask.speedup / subtask.floor_fraction
-    return None
-
-
 def _tick_label(value: float) -> str:
     return f"{value:g}×"
 
 
+def _finite_positive(value: float) -> float | None:
+    return value if math.isfinite(value) and value > 0 else None
+
+
+def _floor_speedup(subtask: events_pb2.Subtask) -> float | None:
+    if subtask.floor_fraction > 0 and subtask.speedup > 0:
+        return _finite_positive(subtask.speedup / subtask.floor_fraction)
+    return None
+
+
+def _shown_speedup(subtask: events_pb2.Subtask) -> float | None:
+    """A problem not submitted counts as eager (1); a speed-up that is not a finite positive number has no bar."""
+    return _finite_positive(subtask.speedup) if subtask.submitted else 1.0
+
+
+def _ticks(low: float, high: float) -> list[float]:
+    """1-2-5 steps over a few decades; powers of ten only (and fewer of them) over a wide range."""
+    first, last = math.floor(math.log10(low)), math.ceil(math.log10(high))
+    decades = last - first
+    steps = STEPS if decades <= 4 else (1,)
+    stride = max(1, math.ceil(decades / 8))
+    values = [step * 10.0**power for power in range(first, last + 1, stride) for step in steps]
+    return [value for value in values if low <= value <= high]
+
+
 def speedup_chart(subtasks) -> Chart | None:
     """Horizontal bars on a log axis, one per problem, with the floor marked; None when there is nothing to draw."""
-    rows = [s for s in subtasks if (math.isfinite(s.speedup) and s.speedup > 0) or not s.submitted]
-    if not rows:
+    rows = list(subtasks)
+    values = [v for s in rows for v in (_shown_speedup(s), _floor_speedup(s)) if v is not None]
+    if not values:
         return None
-    values = [s.speedup if s.submitted else 1.0 for s in rows]
-    values += [f for f in map(_floor_speedup, rows) if f is not None and math.isfinite(f)]
     low = min(0.5, min(values) / 1.25)
     high = max(2.0, max(values) * 1.25)
     log_low, log_span = math.log10(low), math.log10(high) - math.log10(low)
@@ -78,15 +96,13 @@ def speedup_chart(subtasks) -> Chart | None:
 
     bars = []
     for index, subtask in enumerate(rows):
-        speedup = subtask.speedup if subtask.submitted else 1.0
-        floor = _floor_speedup(subtask)
-        floor = floor if floor is not None and math.isfinite(floor) else None
+        speedup, floor = _shown_speedup(subtask), _floor_speedup(subtask)
         state = "baseline" if not subtask.submitted else ("passed" if subtask.passed else "failed")
         bars.append(
             Bar(
                 problem=subtask.id,
                 y=TOP + index * ROW_HEIGHT,
-                width=x_of(speedup),
+                width=x_of(speedup) if speedup is not None else 0.0,
                 speedup=speedup,
                 floor_x=x_of(floor) if floor is not None else None,
                 floor_speedup=floor,
@@ -94,12 +110,6 @@ def speedup_chart(subtasks) -> Chart | None:
                 flagged=subtask.flagged,
             )
         )
-    ticks = []
-    for power in range(math.floor(log_low) - 1, math.ceil(math.log10(high)) + 1):
-        for step in STEPS:
-            value = step * 10.0**power
-            if low <= value <= high:
-                ticks.append(Tick(x_of(value), _tick_label(value)))
     plot_bottom = TOP + len(rows) * ROW_HEIGHT
     return Chart(
         width=WIDTH,
@@ -109,6 +119,6 @@ def speedup_chart(subtasks) -> Chart | None:
         top=TOP,
         bottom=plot_bottom,
         bars=tuple(bars),
-        ticks=tuple(ticks),
+        ticks=tuple(Tick(x_of(value), _tick_label(value)) for value in _ticks(low, high)),
         eager_x=x_of(1.0),
     )
