@@ -25,12 +25,13 @@ from services.board import render
 from services.common import metrics
 from services.common.logs import bind_ids, get_logger
 from services.web import chart
+from services.web.feeds import Feeds
 from services.web.source import BoardSource
 
 HERE = Path(__file__).resolve().parent
 MAX_ROUTE_NAME = 200  # longer than any route the grammar allows; a longer path is refused before any call
 KEEPALIVE_S = 15.0  # a comment line on an idle live stream, so that a gone reader is noticed
-DEFAULT_MAX_LIVE = 500  # live streams served at once; each holds one WatchBoard stream on the board service
+DEFAULT_MAX_LIVE = 2000  # live readers served at once (sockets; they share one WatchBoard stream per board)
 SOURCE = web.AppKey("source", BoardSource)
 LIVE = web.AppKey("live", set)
 MAX_LIVE = web.AppKey("max_live", int)
@@ -94,26 +95,30 @@ def page(name: str, status: int = 200, **context) -> web.Response:
 
 class RenderedPages:
     """Pages already rendered, by what they were rendered from. A view's log position names the projection's whole
-    state (a pure fold of the log up to it), so the same template over the same position renders the same page:
-    asking the board service stays per request, rendering happens once per change."""
+    state (a pure fold of the log up to it), so the same template over the same position renders the same page: a
+    board is rendered once per change, however many read it."""
 
     def __init__(self, size: int = 64):
         self.size = size
         self._pages: collections.OrderedDict[tuple, bytes] = collections.OrderedDict()
 
-    def response(self, key: tuple, name: str, **context) -> web.Response:
+    def rendered(self, key: tuple, make) -> bytes:
         body = self._pages.get(key)
         if body is None:
-            body = TEMPLATES.get_template(name).render(**context).encode()
-            self._pages[key] = body
+            body = self._pages[key] = make()
             if len(self._pages) > self.size:
                 self._pages.popitem(last=False)
         else:
             self._pages.move_to_end(key)
+        return body
+
+    def response(self, key: tuple, name: str, **context) -> web.Response:
+        body = self.rendered(key, lambda: TEMPLATES.get_template(name).render(**context).encode())
         return web.Response(body=body, content_type="text/html", charset="utf-8")
 
 
 PAGES = web.AppKey("pages", RenderedPages)
+FEEDS = web.AppKey("feeds", Feeds)
 
 
 def board_json(view) -> str:
@@ -154,10 +159,10 @@ def latest_version(boards) -> int:
 async def board_page(request: web.Request) -> web.Response:
     """The newest board at /, any version at /board/N; a board that is not the newest is marked earlier."""
     version = int(request.match_info.get("version", 0))
-    source = request.app[SOURCE]
+    feeds = request.app[FEEDS]
     with upstream("board"):
-        view = await source.board(version)
-        newest = view.version if version == 0 else (await source.board(0)).version
+        view = await feeds.board(version)
+        newest = view.version if version == 0 else (await feeds.board(0)).version
     return request.app[PAGES].response(
         ("board", version, view.version, newest, view.log_position),
         "board.html",
@@ -178,10 +183,9 @@ async def route_page(request: web.Request) -> web.Response:
     name = request.match_info["route"]
     if len(name) > MAX_ROUTE_NAME:
         raise UpstreamFailed(400, f"a route name is at most {MAX_ROUTE_NAME} characters")
-    source = request.app[SOURCE]
     with upstream("route"):
-        route = await source.route(name)
-        newest = (await source.board(0)).version
+        route = await request.app[SOURCE].route(name)
+        newest = (await request.app[FEEDS].board(0)).version
     parts = []
     for part in route.boards:
         checks = [r for r in part.history if r.kind == "check"]
@@ -223,59 +227,47 @@ def sse_event(name: str, data: str, event_id: int) -> bytes:
     return f"event: {name}\nid: {event_id}\n{lines}\n".encode()
 
 
+def live_event(view) -> bytes:
+    return sse_event("board", TEMPLATES.get_template("_live.html").render(view=view), view.log_position)
+
+
 async def live(request: web.Request) -> web.StreamResponse:
-    """The board's live part (header, ranked, listed beside) rendered again on each change WatchBoard reports."""
+    """The board's live part (header, ranked, listed beside) rendered again on each change WatchBoard reports; every
+    reader of a board waits on the same WatchBoard stream (feeds.py), and each change is rendered once for all."""
     version = int(request.match_info["version"])
     streams = request.app[LIVE]
     if len(streams) >= request.app[MAX_LIVE]:
         LIVE_REFUSED.inc()
         return web.Response(status=503, text="too many live readers; the page still reads without them\n")
+    feeds, pages = request.app[FEEDS], request.app[PAGES]
+    with upstream("board"):
+        await feeds.board(version)  # a board that is not there is a 404 here, which ends the browser's retries
+    feed = feeds.follow(version)
+    if feed is None:
+        return web.Response(status=503, text="too many boards followed; the page still reads without this\n")
     response = web.StreamResponse(
         headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store", "X-Accel-Buffering": "no"}
     )
     await response.prepare(request)
     await response.write(b"retry: 3000\n\n")  # the browser reconnects after 3 s when the stream ends
-    latest: list = []  # the newest view not yet sent; only the newest matters to a reader
-    changed = asyncio.Event()
-
-    async def follow() -> None:
-        """WatchBoard into ``latest``; apart from the writer, so that a keepalive never cancels the gRPC stream."""
-        try:
-            async for view in request.app[SOURCE].watch(version):
-                latest[:] = [view]
-                changed.set()
-        except grpc.aio.AioRpcError:
-            pass  # counted in source.py; the stream ends and the browser reconnects
-        finally:
-            latest.append(None)  # the end
-            changed.set()
-
-    follower = asyncio.create_task(follow(), name="web-live-follow")
-    streams.add(follower)
+    streams.add(asyncio.current_task())
     LIVE_STREAMS.set(len(streams))
+    sent = None
     try:
-        while True:
+        while not feed.gone:
+            changed, view = feed.changed, feed.view
+            if view is not None and (view.version, view.log_position) != sent:
+                sent = (view.version, view.log_position)
+                await response.write(pages.rendered(("live", *sent), lambda v=view: live_event(v)))
             try:
                 await asyncio.wait_for(changed.wait(), KEEPALIVE_S)
             except TimeoutError:
                 await response.write(b": keepalive\n\n")
-                continue
-            changed.clear()
-            pending, latest[:] = list(latest), []  # taken before the write, which lets ``follow`` run
-            if pending and pending[0] is not None:
-                view = pending[0]
-                fragment = TEMPLATES.get_template("_live.html").render(view=view)
-                await response.write(sse_event("board", fragment, view.log_position))
-            if pending and pending[-1] is None:
-                break
     except ConnectionResetError:
         pass  # the reader left
     finally:
-        follower.cancel()
-        streams.discard(follower)
+        streams.discard(asyncio.current_task())
         LIVE_STREAMS.set(len(streams))
-        with contextlib.suppress(asyncio.CancelledError):
-            await follower
     return response
 
 
@@ -311,12 +303,17 @@ async def _end_live_streams(app: web.Application) -> None:
         task.cancel()
 
 
+async def _stop_following(app: web.Application) -> None:
+    await app[FEEDS].close()
+
+
 def make_app(source: BoardSource, *, max_live: int = DEFAULT_MAX_LIVE) -> web.Application:
     app = web.Application(middlewares=[observed], handler_args={"max_field_size": 8190})
     app[SOURCE] = source
     app[LIVE] = set()
     app[MAX_LIVE] = max_live
     app[PAGES] = RenderedPages()
+    app[FEEDS] = Feeds(source)
     version = r"{version:\d{1,9}}"
     app.router.add_get("/", board_page, name="board")
     app.router.add_get(f"/board/{version}", board_page, name="board_version")
@@ -327,4 +324,5 @@ def make_app(source: BoardSource, *, max_live: int = DEFAULT_MAX_LIVE) -> web.Ap
     app.router.add_get("/healthz", healthz, name="healthz")
     app.router.add_static("/static/", HERE / "static", name="static", append_version=False)
     app.on_shutdown.append(_end_live_streams)
+    app.on_cleanup.append(_stop_following)
     return app

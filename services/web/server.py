@@ -9,7 +9,7 @@ cannot rank anything differently. It signs in as system:web (the token file that
 | ``KB_WEB_PORT``, ``KB_WEB_METRICS_PORT`` | 8080 and 9106 |
 | ``KB_BOARD_ADDR`` | where the board service answers: 127.0.0.1:50054 |
 | ``KB_WEB_TOKEN_FILE`` | the token of system:web: ``$KB_HOME/web.token`` |
-| ``KB_WEB_MAX_LIVE`` | live streams served at once (each one WatchBoard stream): 500 |
+| ``KB_WEB_MAX_LIVE`` | live readers served at once (all share one WatchBoard stream per board): 2000 |
 """
 
 import asyncio

@@ -134,3 +134,23 @@ def test_the_chart_survives_what_a_check_may_carry():
     assert huge.floor_x is None  # 1e300 / 1e-300 overflows to inf: no mark rather than one off the chart
     assert fine.flagged and fine.floor_speedup == 12.0
     assert 2 <= len(drawn.ticks) <= 9  # 300 decades: a few powers of ten, not 900 ticks
+
+
+async def test_live_readers_of_a_board_share_one_watchboard_stream(stack):
+    async def metric(name: str) -> float:
+        async with aiohttp.ClientSession() as session, session.get(stack.metrics_url) as reply:
+            text = await reply.text()
+        return float(re.search(rf"^{name} (\S+)$", text, re.M).group(1))
+
+    async with aiohttp.ClientSession() as session:
+        readers = [await session.get(stack.web_url + "/live/1") for _ in range(5)]
+        try:
+            for reader in readers:
+                await reader.content.readuntil(b"\n\n")  # retry
+                assert (await asyncio.wait_for(reader.content.readuntil(b"\n\n"), 10)).startswith(b"event: board\n")
+            assert await metric("kb_web_live_streams") >= 5  # readers that left count until their next write
+            # One stream per board version read (at most 0, 1 and 2 here), not one per reader.
+            assert await metric("kb_web_board_feeds") <= 3
+        finally:
+            for reader in readers:
+                reader.close()
