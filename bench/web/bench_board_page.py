@@ -81,6 +81,7 @@ async def load(url: str, rps: int, seconds: float) -> dict:
         async with session.get(url) as warm:
             page = await warm.read()
             assert warm.status == 200, warm.status
+            wire_bytes = int(warm.headers["Content-Length"])  # gzipped: the client sends Accept-Encoding: gzip
 
         async def one() -> None:
             sent = time.perf_counter()
@@ -123,6 +124,7 @@ async def load(url: str, rps: int, seconds: float) -> dict:
         "max_ms": round(ordered[-1] * 1000, 2),
         "mean_ms": round(statistics.fmean(ordered) * 1000, 2),
         "page_bytes": len(page),
+        "page_wire_bytes": wire_bytes,
         "page_ranked_rows": page.count(b'<td class="num rank">'),
     }
 

@@ -10,6 +10,7 @@ from the log (route names, reasons, violations) is never markup.
 import asyncio
 import collections
 import contextlib
+import gzip
 import json
 import time
 import urllib.parse
@@ -112,9 +113,16 @@ class RenderedPages:
             self._pages.move_to_end(key)
         return body
 
-    def response(self, key: tuple, name: str, **context) -> web.Response:
+    def response(self, request: web.Request, key: tuple, name: str, **context) -> web.Response:
+        """The page, gzipped once per change for readers that take gzip (a 300-row board: 280 kB, 25 kB gzipped)."""
         body = self.rendered(key, lambda: TEMPLATES.get_template(name).render(**context).encode())
-        return web.Response(body=body, content_type="text/html", charset="utf-8")
+        if "gzip" not in request.headers.get("Accept-Encoding", ""):
+            return web.Response(body=body, content_type="text/html", charset="utf-8")
+        zipped = self.rendered(("gzip", *key), lambda: gzip.compress(body, compresslevel=6, mtime=0))
+        response = web.Response(body=zipped, content_type="text/html", charset="utf-8")
+        response.headers["Content-Encoding"] = "gzip"
+        response.headers["Vary"] = "Accept-Encoding"
+        return response
 
 
 PAGES = web.AppKey("pages", RenderedPages)
@@ -127,7 +135,9 @@ def board_json(view) -> str:
     return json.dumps(data, sort_keys=True, indent=2)
 
 
-class UpstreamFailed(Exception):
+class PageFailed(Exception):
+    """A page that cannot be shown: its HTTP status and the reason the error page gives."""
+
     def __init__(self, status: int, message: str):
         super().__init__(message)
         self.status = status
@@ -141,12 +151,12 @@ def upstream(what: str):
     except grpc.aio.AioRpcError as err:
         code = err.code()
         if code == grpc.StatusCode.NOT_FOUND:
-            raise UpstreamFailed(404, err.details() or f"no such {what}") from None
+            raise PageFailed(404, err.details() or f"no such {what}") from None
         if code == grpc.StatusCode.INVALID_ARGUMENT:
-            raise UpstreamFailed(400, err.details() or f"a bad {what} request") from None
+            raise PageFailed(400, err.details() or f"a bad {what} request") from None
         if code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
             log.error("the board service refused the web's identity", code=code.name, detail=err.details())
-        raise UpstreamFailed(503, f"the board service is unavailable ({code.name})") from None
+        raise PageFailed(503, f"the board service is unavailable ({code.name})") from None
 
 
 def latest_version(boards) -> int:
@@ -164,6 +174,7 @@ async def board_page(request: web.Request) -> web.Response:
         view = await feeds.board(version)
         newest = view.version if version == 0 else (await feeds.board(0)).version
     return request.app[PAGES].response(
+        request,
         ("board", version, view.version, newest, view.log_position),
         "board.html",
         view=view,
@@ -182,7 +193,7 @@ async def boards_page(request: web.Request) -> web.Response:
 async def route_page(request: web.Request) -> web.Response:
     name = request.match_info["route"]
     if len(name) > MAX_ROUTE_NAME:
-        raise UpstreamFailed(400, f"a route name is at most {MAX_ROUTE_NAME} characters")
+        raise PageFailed(400, f"a route name is at most {MAX_ROUTE_NAME} characters")
     with upstream("route"):
         route = await request.app[SOURCE].route(name)
         newest = (await request.app[FEEDS].board(0)).version
@@ -282,7 +293,7 @@ async def observed(request: web.Request, handler):
     with bind_ids(request_id=uuid.uuid4().hex):
         try:
             response = await handler(request)
-        except UpstreamFailed as err:
+        except PageFailed as err:
             response = page("error.html", status=err.status, status_code=err.status, message=str(err))
         except web.HTTPException as err:
             response = page("error.html", status=err.status, status_code=err.status, message=err.reason)

@@ -2,6 +2,7 @@
 stream's events, its limit, its metrics; and the chart's geometry from a check's subtasks."""
 
 import asyncio
+import gzip
 import re
 
 import aiohttp
@@ -154,3 +155,13 @@ async def test_live_readers_of_a_board_share_one_watchboard_stream(stack):
         finally:
             for reader in readers:
                 reader.close()
+
+
+async def test_a_board_page_is_gzipped_for_readers_that_take_it_and_reads_the_same(stack):
+    async with aiohttp.ClientSession(auto_decompress=False) as session:
+        async with session.get(stack.web_url + "/", headers={"Accept-Encoding": "identity"}) as plain:
+            body = await plain.read()
+            assert "Content-Encoding" not in plain.headers
+        async with session.get(stack.web_url + "/", headers={"Accept-Encoding": "gzip, br"}) as zipped:
+            assert (zipped.headers["Content-Encoding"], zipped.headers["Vary"]) == ("gzip", "Accept-Encoding")
+            assert gzip.decompress(await zipped.read()) == body
