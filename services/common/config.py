@@ -1,4 +1,4 @@
-"""Settings from the environment (DESIGN.md's fixed contracts); the defaults serve a local stack.
+"""Settings from the environment (docs/ARCHITECTURE.md, "The process model"); the defaults serve a local stack.
 
 What each server listens on and how it uses PostgreSQL (``ServerConfig.from_env``), the same names in every process
 and in deploy/k8s:

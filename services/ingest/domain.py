@@ -9,12 +9,11 @@ from dataclasses import dataclass
 
 from kernelboard.v1 import events_pb2
 
-from contracts import access, metrics
+from contracts import access, metrics, names
 from contracts.access import Actor
 from contracts.metrics import Metrics
-from contracts.refusals import Refusal, invalid
+from contracts.refusals import Refusal, clip, invalid
 
-ROUTE_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{1,39}$")
 JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 OBJECT_ID = re.compile(r"^[0-9a-f]{40}$")
 
@@ -52,12 +51,9 @@ class RefTarget:
 
 
 def validate_route_name(name: str) -> str:
-    if not ROUTE_NAME.match(name or ""):
-        raise invalid(
-            "route_name",
-            f"invalid route name {name!r}: 2-40 characters, lower-case letters, digits and '-', "
-            "starting with a letter or digit",
-        )
+    """contracts.names' route grammar, matched in full (a trailing newline is not a route name)."""
+    if not names.is_route(name):
+        raise invalid("route_name", f"invalid route name {clip(name)}: {names.ROUTE.rule}")
     return name
 
 

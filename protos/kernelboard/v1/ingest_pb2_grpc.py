@@ -26,7 +26,13 @@ if _version_not_supported:
 
 
 class IngestStub:
-    """Missing associated documentation comment in .proto file."""
+    """Every method may also end UNAUTHENTICATED (no or a bad token; methods open to all excepted), UNAVAILABLE (the
+    event log cannot be reached: retry), DEADLINE_EXCEEDED or CANCELLED (the caller's), RESOURCE_EXHAUSTED for a
+    message over the server's receive limit (gRPC's 4 MiB; ingest's is KB_MAX_BUNDLE_BYTES plus 1 MiB), and
+    INVALID_ARGUMENT for a request that is not this method's message. Bad input never ends UNKNOWN or INTERNAL; a refusal's message quotes at
+    most a short prefix of what was sent. Identifiers follow contracts/names.py (matched in full, bounded, no control
+    characters).
+    """
 
     def __init__(self, channel):
         """Constructor.
@@ -107,89 +113,130 @@ class IngestStub:
 
 
 class IngestServicer:
-    """Missing associated documentation comment in .proto file."""
+    """Every method may also end UNAUTHENTICATED (no or a bad token; methods open to all excepted), UNAVAILABLE (the
+    event log cannot be reached: retry), DEADLINE_EXCEEDED or CANCELLED (the caller's), RESOURCE_EXHAUSTED for a
+    message over the server's receive limit (gRPC's 4 MiB; ingest's is KB_MAX_BUNDLE_BYTES plus 1 MiB), and
+    INVALID_ARGUMENT for a request that is not this method's message. Bad input never ends UNKNOWN or INTERNAL; a refusal's message quotes at
+    most a short prefix of what was sent. Identifiers follow contracts/names.py (matched in full, bounded, no control
+    characters).
+    """
 
     def WhoAmI(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Who the caller's token signs in as.
+        Statuses: OK
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def StartRoute(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """A route from main's head, owned by the caller's person.
+        Statuses: INVALID_ARGUMENT (not a route name), ALREADY_EXISTS, FAILED_PRECONDITION (main not seeded yet)
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Push(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """A git bundle for one ref, fast-forward only; nothing is written unless every check passed.
+        Statuses: INVALID_ARGUMENT (a bad ref, a malformed bundle or metrics.json, paths outside the route), NOT_FOUND
+        (no such route), PERMISSION_DENIED, FAILED_PRECONDITION (non-fast-forward, missing prerequisites, the tag checks
+        off main), ABORTED (the ref moved meanwhile), RESOURCE_EXHAUSTED (the bundle over KB_MAX_BUNDLE_BYTES)
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Fetch(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """A bundle of the named refs (default: main, the tag checks and every route).
+        Statuses: INVALID_ARGUMENT (a bad ref, too many refs or commits), NOT_FOUND (no such ref), FAILED_PRECONDITION
+        (nothing hosted yet)
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ListRoutes(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Every route, its owner and head.
+        Statuses: OK
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def GetRoute(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """One route.
+        Statuses: INVALID_ARGUMENT, NOT_FOUND
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def PushStream(self, request_iterator, context):
-        """The same as Push and Fetch in chunks: for bundles above one message and for progress in `kb`.
+        """Push in chunks: for bundles above one message and for progress in `kb`; the first chunk names the ref.
+        Statuses: INVALID_ARGUMENT (a bad ref, a malformed bundle or metrics.json, paths outside the route), NOT_FOUND
+        (no such route), PERMISSION_DENIED, FAILED_PRECONDITION (non-fast-forward, missing prerequisites, the tag checks
+        off main), ABORTED (the ref moved meanwhile), RESOURCE_EXHAUSTED (the bundle over KB_MAX_BUNDLE_BYTES)
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def FetchStream(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Fetch in chunks.
+        Statuses: INVALID_ARGUMENT (a bad ref, too many refs or commits), NOT_FOUND (no such ref), FAILED_PRECONDITION
+        (nothing hosted yet)
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def OpenPullRequest(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """A pull request from a route into main.
+        Statuses: INVALID_ARGUMENT (a bad route name or title), NOT_FOUND, PERMISSION_DENIED, FAILED_PRECONDITION
+        (nothing to merge)
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Review(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """A review of an open pull request, by anyone signed in.
+        Statuses: INVALID_ARGUMENT (a bad number, verdict or body), NOT_FOUND, FAILED_PRECONDITION (not open)
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Merge(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Maintainers: a merge commit of the pull request into main.
+        Statuses: INVALID_ARGUMENT, NOT_FOUND, PERMISSION_DENIED, FAILED_PRECONDITION (not open, a conflict), ABORTED
+        (main moved meanwhile)
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ListPullRequests(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Pull requests, by route and state.
+        Statuses: INVALID_ARGUMENT
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def CreateToken(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """A token for the caller, its agents, or (maintainers) anyone, registering a new principal.
+        Statuses: INVALID_ARGUMENT (a bad name, kind or ttl_seconds), PERMISSION_DENIED
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def RevokeToken(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Revoke a token the caller may revoke. Another's token and one that does not exist get the same NOT_FOUND.
+        Statuses: NOT_FOUND
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -276,7 +323,13 @@ def add_IngestServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class Ingest:
-    """Missing associated documentation comment in .proto file."""
+    """Every method may also end UNAUTHENTICATED (no or a bad token; methods open to all excepted), UNAVAILABLE (the
+    event log cannot be reached: retry), DEADLINE_EXCEEDED or CANCELLED (the caller's), RESOURCE_EXHAUSTED for a
+    message over the server's receive limit (gRPC's 4 MiB; ingest's is KB_MAX_BUNDLE_BYTES plus 1 MiB), and
+    INVALID_ARGUMENT for a request that is not this method's message. Bad input never ends UNKNOWN or INTERNAL; a refusal's message quotes at
+    most a short prefix of what was sent. Identifiers follow contracts/names.py (matched in full, bounded, no control
+    characters).
+    """
 
     @staticmethod
     def WhoAmI(request,
