@@ -92,7 +92,8 @@ class ThrowawayPostgres:
 class PrivateNats:
     """nats-server with JetStream on free ports and its own store directory."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, max_payload: int | None = None):
+        self.max_payload = max_payload  # None: the server's default, 1 MiB
         self.store = root / "nats"
         self.port = free_port()
         self.monitor_port = free_port()
@@ -103,6 +104,10 @@ class PrivateNats:
     def start(self) -> None:
         self.store.mkdir(parents=True, exist_ok=True)
         argv = ["nats-server", "-js", "-a", "127.0.0.1", "-p", str(self.port), "-m", str(self.monitor_port)]
+        if self.max_payload is not None:  # no command-line flag for it: a config file of one line
+            config = self.store.parent / "nats-limits.conf"
+            config.write_text(f"max_payload: {self.max_payload}\n")
+            argv += ["-c", str(config)]
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen([*argv, "-sd", str(self.store)], stdout=out, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 20
