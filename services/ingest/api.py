@@ -13,6 +13,14 @@ from services.ingest.domain import Actor, Refusal
 CHUNK_BYTES = 1024 * 1024
 
 
+def server_options(max_bundle_bytes: int) -> list[tuple[str, int]]:
+    """gRPC's own receive limit, well above the bundle limit: a unary Push carries the whole bundle in one message,
+    and one over the bundle limit must reach the size check, which refuses it with the documented message, instead
+    of gRPC's generic "Received message larger than max". Above twice the limit gRPC still cuts it (PushStream,
+    what `kb push` uses, is refused at the limit while it streams)."""
+    return [("grpc.max_receive_message_length", 2 * max_bundle_bytes + CHUNK_BYTES)]
+
+
 def caller() -> Actor:
     p = current_principal()
     return Actor(p.name, p.kind, p.owner, p.role)
