@@ -122,13 +122,19 @@ class IngestServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Push(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Limits (contracts/limits.py): the bundle at most KB_MAX_BUNDLE_BYTES (64 MiB; RESOURCE_EXHAUSTED "bundle of N bytes
+        exceeds the limit of L bytes"; a unary message over twice that is cut by gRPC itself, so use PushStream); each
+        file at most 16 MiB and all pushed objects 256 MiB inflated (RESOURCE_EXHAUSTED, naming the path); metrics.json
+        and scienceslack.json at most 256 KiB (INVALID_ARGUMENT "<path> is N bytes, over the limit of L"); every object
+        passes git's strict checks (INVALID_ARGUMENT "malformed bundle: ..." with git's message id, e.g. hasDotgit).
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Fetch(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Limits: at most 1,000 refs and 10,000 have (INVALID_ARGUMENT "refs has N entries, over the limit of L").
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -147,6 +153,7 @@ class IngestServicer:
 
     def PushStream(self, request_iterator, context):
         """The same as Push and Fetch in chunks: for bundles above one message and for progress in `kb`.
+        PushStream is refused at the bundle limit while it streams (the rest is never held); otherwise Push's limits.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -159,19 +166,22 @@ class IngestServicer:
         raise NotImplementedError('Method not implemented!')
 
     def OpenPullRequest(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Limits: title at most 256 characters (INVALID_ARGUMENT "title is N characters, over the limit of 256").
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Review(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Limits: body at most 65,536 characters (INVALID_ARGUMENT "body is N characters, over the limit of 65536").
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Merge(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Re-checks the merge against main: FAILED_PRECONDITION when it would change anything outside routes/<route>/.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
