@@ -22,8 +22,7 @@ def server_options(max_bundle_bytes: int) -> list[tuple[str, int]]:
 
 
 def caller() -> Actor:
-    p = current_principal()
-    return Actor(p.name, p.kind, p.owner, p.role)
+    return Actor.of(current_principal())
 
 
 def answers(method):

@@ -27,9 +27,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from contracts.metrics import MAX_BYTES as MAX_METRICS_BYTES
 from services.common import metrics
 from services.common.logs import get_logger
-from services.verifier.domain import MAX_METRICS_BYTES, RunOutcome
+from services.verifier.domain import RunOutcome
 
 SETUP_SCRIPT = Path(__file__).with_name("sandbox_setup.sh")
 INNER_ROOT = "/var/tmp"  # where the box appears inside the namespaces

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import torch
 
+from contracts.rules import Rules
 from kernels import problems as problem_registry
 from services.verifier.harness import integrity
 from services.verifier.harness.canaries import add_canaries
@@ -34,7 +35,6 @@ from services.verifier.harness.recorder import (
     launched_kernels,
     op_violations,
 )
-from services.verifier.harness.rules import HarnessRules
 from services.verifier.harness.static_scan import ScanResult
 
 PRECISION_RATIO_BOUND = 4.0  # candidate error vs the float64 oracle over the reference's own error
@@ -100,7 +100,7 @@ class ProblemResult:
 
 @dataclass
 class Context:
-    rules: HarnessRules
+    rules: Rules
     shape: str
     device: torch.device
     kit: GpuKit | CpuKit
@@ -109,11 +109,11 @@ class Context:
 
     @property
     def runs(self) -> int:
-        return self.rules.runs if self.kit.profile == "gpu" else min(self.rules.runs, CPU_RUNS_CAP)
+        return self.rules.timing.runs if self.kit.profile == "gpu" else min(self.rules.timing.runs, CPU_RUNS_CAP)
 
     @property
     def warmup(self) -> int:
-        return self.rules.warmup_runs if self.kit.profile == "gpu" else min(self.rules.warmup_runs, 2)
+        return self.rules.timing.warmup_runs if self.kit.profile == "gpu" else min(self.rules.timing.warmup_runs, 2)
 
 
 def _secret_generator(device: torch.device) -> torch.Generator:
@@ -501,5 +501,5 @@ def release_memory(device: torch.device):
         torch.cuda.empty_cache()
 
 
-def make_kit(device: torch.device, rules: HarnessRules):
-    return GpuKit(device, rules.l2_flush) if device.type == "cuda" else CpuKit(device)
+def make_kit(device: torch.device, rules: Rules):
+    return GpuKit(device, rules.timing.l2_flush) if device.type == "cuda" else CpuKit(device)
