@@ -50,3 +50,17 @@ MAX_REVIEW_BODY_CHARS = 64 * KIB
 # Lists in a request.
 MAX_FETCH_REFS = 1000
 MAX_FETCH_HAVE = 10_000
+
+
+def fit_list(items: list[str], limit_bytes: int) -> list[str]:
+    """``items`` in order, as many as fit in ``limit_bytes`` (UTF-8), the rest summed up in a last entry
+    ("… and N more"): for a listing recorded in an event field, e.g. the paths a job's result left out."""
+    tail_allowance = 64
+    kept, used = [], 0
+    for index, item in enumerate(items):
+        size = len(item.encode())
+        if used + size > limit_bytes - tail_allowance:
+            return [*kept, f"… and {len(items) - index} more"]
+        kept.append(item)
+        used += size
+    return kept

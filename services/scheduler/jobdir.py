@@ -12,7 +12,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from contracts import names
+from contracts import limits, names
 
 
 class GitError(Exception):
@@ -131,7 +131,12 @@ class HostedRepo:
             entries = [entry.split(None, 4) for entry in filter(None, listing.split("\0"))]
             total = sum(int(entry[3]) for entry in entries if entry[3].isdigit())
             return ResultCommit(
-                sha=sha, bundle=bundle_path.read_bytes(), files=len(entries), bytes=total, excluded=sorted(excluded)
+                sha=sha,
+                bundle=bundle_path.read_bytes(),
+                files=len(entries),
+                bytes=total,
+                # Recorded in JobResultCommitted: a job that leaves thousands of files out is summed up, not refused.
+                excluded=limits.fit_list(sorted(excluded), limits.EVENT_FIELD_BYTES["JobResultCommitted.excluded"]),
             )
         finally:
             shutil.rmtree(scratch, ignore_errors=True)

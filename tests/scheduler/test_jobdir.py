@@ -3,7 +3,10 @@
 import subprocess
 
 import pytest
+from kernelboard.v1 import events_pb2
 
+from contracts import limits
+from services.common.eventlog import check_event_size
 from services.scheduler.jobdir import GitError, HostedRepo
 
 
@@ -72,3 +75,22 @@ async def test_an_unknown_parent_is_an_error(hosted, tmp_path):
     repo, _ = hosted
     with pytest.raises(GitError):
         await repo.commit_result(tmp_path, "0" * 40, "2", "job 2", max_file_bytes=1000)
+
+
+async def test_thousands_of_left_out_files_are_summed_up_within_the_events_limit(hosted, tmp_path):
+    """A job's result leaving out 3,000 files: the listing recorded in JobResultCommitted stays within that event
+    field's limit (the log would refuse it, and the result would never be committed)."""
+    repo, sha = hosted
+    job_dir = tmp_path / "jobs" / "2"
+    job_dir.mkdir(parents=True)
+    await repo.export(sha, job_dir)
+    for i in range(3000):
+        (job_dir / f"trace-{i:05d}-{'x' * 40}.log").write_text("noise\n")
+    result = await repo.commit_result(job_dir, sha, "2", "job 2: COMPLETED", max_file_bytes=1000)
+    assert result.excluded[0] == f"trace-00000-{'x' * 40}.log (.gitignore)"
+    assert result.excluded[-1].startswith("… and ") and result.excluded[-1].endswith(" more")
+    kept = len(result.excluded) - 1
+    assert result.excluded[-1] == f"… and {3000 - kept} more"
+    event = events_pb2.JobResultCommitted(job_id="2", ref="refs/jobs/2", sha=result.sha, excluded=result.excluded)
+    check_event_size("JobResultCommitted", event, event.ByteSize())
+    assert sum(len(e.encode()) for e in result.excluded) <= limits.EVENT_FIELD_BYTES["JobResultCommitted.excluded"]
