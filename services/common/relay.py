@@ -6,7 +6,7 @@ batch; after a crash the relay resumes from it, and JetStream drops the re-publi
 is active per stream at a time: the others wait on a PostgreSQL advisory lock. It wakes on LISTEN/NOTIFY (a trigger
 on the events table) and polls as a fallback.
 
-An event larger than NATS (max_payload) or the stream (max_msg_size) accepts can never be published: retrying it
+An event larger than the NATS server accepts (its max_payload) can never be published: retrying it
 would stop the relay at that position for good. Such an event is recorded in relay_skipped, counted
 (kb_relay_skipped_events, alert KernelboardRelaySkippedEvents) and skipped on the bus; it stays in the log, and
 consumers, seeing the gap in positions, read it from there. The log refuses oversized events at append
@@ -83,7 +83,7 @@ class Relay:
         self.retry_delay_s = retry_delay_s
         self.connect_timeout_s = connect_timeout_s
         self.checkpoint = 0
-        self.publish_limit = 0  # set from the NATS server and the stream on each connection
+        self.publish_limit = 0  # the NATS server's max_payload, read on each connection
         self.active = asyncio.Event()  # set while this relay holds the lock and publishes
         self._stopping = asyncio.Event()
         self._wake = asyncio.Event()
@@ -118,8 +118,8 @@ class Relay:
         conn = await asyncpg.connect(self.settings.database_url, timeout=self.connect_timeout_s)
         try:
             js = nc.jetstream(publish_async_max_pending=self.batch_size)
-            stream = await bus.ensure_stream(js, self.settings)
-            self.publish_limit = publish_limit(nc.max_payload, stream.config.max_msg_size)
+            await bus.ensure_stream(js, self.settings)  # sets no max_msg_size: the server's max_payload is the limit
+            self.publish_limit = nc.max_payload
             if not await self._acquire_lock(conn):
                 return
             await conn.add_listener(NOTIFY_CHANNEL, self._on_notify)
@@ -224,14 +224,6 @@ class Relay:
             await asyncio.wait_for(self._wake.wait(), seconds)
         except TimeoutError:
             pass
-
-
-def publish_limit(max_payload: int, max_msg_size: int | None) -> int:
-    """The largest message this relay can publish: the server's max_payload, or the stream's max_msg_size when that
-    is set and smaller."""
-    if max_msg_size and max_msg_size > 0:
-        return min(max_payload, max_msg_size)
-    return max_payload
 
 
 async def _close(conn: asyncpg.Connection) -> None:

@@ -1,4 +1,4 @@
--- Events the relay could not publish (larger than the NATS server or the JetStream stream accepts): skipped on the
+-- Events the relay could not publish (larger than the NATS server's max_payload): skipped on the
 -- bus so that the relay goes on, still in the log, where consumers read them (their gap repair). One row per event
 -- and JetStream stream; kb_relay_skipped_events counts them, and KernelboardRelaySkippedEvents alerts on a new one.
 CREATE TABLE relay_skipped (
