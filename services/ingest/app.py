@@ -65,6 +65,12 @@ class CheckedPush:
     rules: tuple[int, str] | None = None  # (benchmark version, scienceslack.json) when the tag moves
 
 
+def recorded_paths(paths: list[str]) -> list[str]:
+    """The changed paths a CommitIngested records: a commit of thousands of files (a job's results) is summed up
+    ("… and N more") within the event field's limit rather than refused; the push's reply lists them all."""
+    return limits.fit_list(paths, limits.EVENT_FIELD_BYTES["CommitIngested.changed_paths"])
+
+
 def refused_by_git(err: UnbundleError) -> Refusal:
     if err.missing_prerequisites:
         return Refusal(
@@ -241,7 +247,7 @@ class Ingest:
             route=target.route,
             job_id=target.job_id,
             pull_number=target.pull_number,
-            changed_paths=checked.changed_paths,
+            changed_paths=recorded_paths(checked.changed_paths),
             owner=access.owner_of(actor),
         )
         # Everything is computed before the transaction, and the appends come last in it: an append holds the log's
@@ -393,7 +399,7 @@ class Ingest:
                 kind=events_pb2.COMMIT_KIND_PULL,
                 route=route.route,
                 pull_number=number,
-                changed_paths=changed,
+                changed_paths=recorded_paths(changed),
                 owner=access.owner_of(actor),
             )
             await self.log.append(
@@ -447,7 +453,7 @@ class Ingest:
             sha=merge_sha,
             parent=main,
             kind=events_pb2.COMMIT_KIND_MAIN,
-            changed_paths=await self.repo.changed_paths(main, merge_sha),
+            changed_paths=recorded_paths(await self.repo.changed_paths(main, merge_sha)),
             owner=access.owner_of(actor),
         )
         merged = events_pb2.PullRequestMerged(

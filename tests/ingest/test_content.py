@@ -376,3 +376,23 @@ async def test_a_push_over_the_default_bundle_limit_gets_the_documented_message(
     finally:
         await channel.close()
         await started.stop(0)
+
+
+async def test_a_commit_of_thousands_of_files_is_recorded_with_its_paths_summed_up(stack, tmp_path):
+    """Changed paths over their event field's limit: the push is accepted, its reply lists every path, and its
+    CommitIngested (which the log would refuse whole) lists as many as fit and counts the rest."""
+    work = await clone(stack, "curator", "main", tmp_path / "many")
+    base = work.head()
+    folder = work.path / "kernels" / "data" / ("d" * 100)
+    folder.mkdir(parents=True)
+    for i in range(2500):
+        (folder / f"f{i:05d}.txt").write_text(f"{i}\n")
+    work.git("add", "-A")
+    work.git("commit", "-q", "-m", "2,500 files")
+    reply = await push(stack, "curator", "main", work.bundle("refs/heads/main", base))
+    assert len(reply.changed_paths) == 2500
+    [event] = [e for e in await stack.events("CommitIngested") if e.event_id == reply.event_id]
+    recorded = list(event.commit_ingested.changed_paths)
+    assert recorded[:-1] == list(reply.changed_paths[: len(recorded) - 1])
+    assert recorded[-1] == f"… and {2500 - (len(recorded) - 1)} more"
+    assert sum(len(p.encode()) for p in recorded) <= limits.EVENT_FIELD_BYTES["CommitIngested.changed_paths"]
