@@ -182,6 +182,7 @@ class Ingest:
             await self._check_route_history(q, target.route, tip, old, main)
             domain.check_route_files(target.route, await q.tree_entries(tip, domain.route_folder(target.route)))
         checked = CheckedPush(target, old, tip, await q.changed_paths(old, tip))
+        domain.check_path_names(checked.changed_paths)
         if target.kind == events_pb2.COMMIT_KIND_TAG:
             checked.rules = await self._check_rules(q, tip, main)
         for route in domain.reported_routes(target, checked.changed_paths):

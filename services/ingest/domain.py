@@ -12,7 +12,7 @@ from kernelboard.v1 import events_pb2
 from contracts import access, limits, metrics
 from contracts.access import Actor
 from contracts.metrics import Metrics
-from contracts.refusals import Refusal, invalid, too_large
+from contracts.refusals import Refusal, clip, invalid, too_large
 
 ROUTE_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{1,39}$")
 JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -335,6 +335,15 @@ def refuse_merge_outside_route(number: int, route: str, dropped: Sequence[str], 
         f"pull request #{number}: merging it would {effect} outside {route_folder(route)} of main; "
         "a route merges only its own folder",
     )
+
+
+def check_path_names(paths: Iterable[str]) -> None:
+    """Paths the log records are UTF-8 text (git allows any bytes; the adapter keeps the others as surrogates)."""
+    for path in paths:
+        try:
+            path.encode("utf-8")
+        except UnicodeEncodeError:
+            raise invalid("path_not_utf8", f"path {clip(path)} is not UTF-8: name files in UTF-8") from None
 
 
 def check_count(field: str, count: int, limit: int) -> None:

@@ -321,12 +321,14 @@ class Quarantine(Objects):
         if code != 0:
             first = next((line.strip() for line in err.splitlines() if line.strip()), f"git rev-list exited {code}")
             raise UnbundleError(f"objects the bundle's tip reaches are missing: {first}", False)
-        listed = [line.split(" ", 1) for line in out.decode("utf-8", "surrogateescape").splitlines() if line]
+        # One line per object: git prints a path only up to its first newline (split on "\n" alone, as a name may
+        # hold any other line separator).
+        listed = [line.split(" ", 1) for line in out.decode("utf-8", "replace").split("\n") if line]
         if not listed:
             return []
         query = "".join(f"{entry[0]}\n" for entry in listed).encode()
         _, out, _ = await self.git("cat-file", "--batch-check=%(objectname) %(objecttype) %(objectsize)", stdin=query)
-        headers = [line.split(" ") for line in out.decode().splitlines()]
+        headers = [line.split(" ") for line in out.decode().split("\n") if line]
         return [
             NewObject(oid, kind, int(size), entry[1] if len(entry) > 1 else "")
             for (oid, kind, size), entry in zip(headers, listed, strict=True)

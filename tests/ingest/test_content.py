@@ -396,3 +396,29 @@ async def test_a_commit_of_thousands_of_files_is_recorded_with_its_paths_summed_
     assert recorded[:-1] == list(reply.changed_paths[: len(recorded) - 1])
     assert recorded[-1] == f"… and {2500 - (len(recorded) - 1)} more"
     assert sum(len(p.encode()) for p in recorded) <= limits.EVENT_FIELD_BYTES["CommitIngested.changed_paths"]
+
+
+async def test_file_names_with_line_breaks_are_listed_and_names_not_utf8_refused(stack, tmp_path):
+    """git allows any byte but NUL and '/' in a name: the objects a push brings are still listed one by one, and a
+    name the log cannot record as text is refused by name (it ended UNKNOWN)."""
+    await start_route(stack, "alice", "odd-names")
+    work = await clone(stack, "alice", "routes/odd-names", tmp_path / "odd")
+    base = work.head()
+    content = blob(work, b"x = 1\n")
+
+    def tip_with(names: list[bytes]) -> str:
+        route_tree = raw_tree(work, sorted((("100644", name, content) for name in names), key=lambda e: e[1]))
+        return commit_tree(work, with_route_tree(work, base, "odd-names", route_tree), base)
+
+    not_utf8 = tip_with([b"ok.py", b"\xff\xfe.py"])
+    await refused(
+        stack,
+        push(stack, "alice", "routes/odd-names", route_bundle(work, "odd-names", not_utf8, base)),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "is not UTF-8",
+    )
+    names = [b"a\nb.py", "c\u2028d.py".encode(), "e\u0085f.py".encode(), b"g\rh.py"]
+    tip = tip_with(names)
+    reply = await push(stack, "alice", "routes/odd-names", route_bundle(work, "odd-names", tip, base))
+    assert reply.sha == tip
+    assert sorted(reply.changed_paths) == sorted(f"routes/odd-names/{n.decode()}" for n in names)
