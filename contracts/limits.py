@@ -44,12 +44,13 @@ MAX_PUSH_INFLATED_BYTES = 256 * MIB
 MAX_METRICS_JSON_BYTES = 256 * KIB
 # scienceslack.json (the rules a tag push approves).
 MAX_RULES_JSON_BYTES = 256 * KIB
-# Free text.
-MAX_PULL_TITLE_CHARS = 256
+# Free text (checked at the RPC edge with contracts.names.text).
+MAX_PULL_TITLE_CHARS = 200
 MAX_REVIEW_BODY_CHARS = 64 * KIB
+MAX_TOKEN_CHARS = 200
 # Lists in a request.
-MAX_FETCH_REFS = 1000
-MAX_FETCH_HAVE = 10_000
+MAX_FETCH_REFS = 10_000  # refs a fetch may name; there are as many as routes, jobs and pull requests
+MAX_FETCH_HAVE = 10_000  # commits a fetch may say it has
 
 
 def fit_list(items: list[str], limit_bytes: int) -> list[str]:

@@ -38,7 +38,7 @@ The rules, as this module applies them (DESIGN.md "Board rules"):
 import json
 import math
 from array import array
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
 from kernelboard.v1 import events_pb2
@@ -223,18 +223,27 @@ class State:
 # ---- the fold ----------------------------------------------------------------------------------------------------
 
 
-def fold(events: Iterable[events_pb2.Event], state: State | None = None) -> State:
+# Told of each event the fold sets aside, with why: the fold goes on past it, whatever folds it (a start, the live
+# consumer, a rebuild) alike, so that they agree; the caller logs and counts it (services/common/setaside.py).
+SetAsideHook = Callable[[events_pb2.Event, str], None]
+
+
+def _ignore(_event: events_pb2.Event, _reason: str) -> None:
+    pass
+
+
+def fold(events: Iterable[events_pb2.Event], state: State | None = None, set_aside: SetAsideHook = _ignore) -> State:
     state = State() if state is None else state
-    _fold_into(state, events)
+    _fold_into(state, events, set_aside)
     return state
 
 
-def apply(state: State, event: events_pb2.Event) -> State:
-    _fold_into(state, (event,))
+def apply(state: State, event: events_pb2.Event, set_aside: SetAsideHook = _ignore) -> State:
+    _fold_into(state, (event,), set_aside)
     return state
 
 
-def _fold_into(state: State, events: Iterable[events_pb2.Event]) -> None:
+def _fold_into(state: State, events: Iterable[events_pb2.Event], set_aside: SetAsideHook = _ignore) -> None:
     """The fold's one loop, for a rebuild and for each live event alike (a rebuild pays no call per event for apply).
 
     Reading the protobuf is half of each event's cost: upb finds a field by its name on every access, and a
@@ -263,6 +272,11 @@ def _fold_into(state: State, events: Iterable[events_pb2.Event]) -> None:
                 version = payload.benchmark_version
                 if version < 0 and kind == "rules_approved":
                     version = 0  # rules without a version are only activity on the board in force
+                elif version < 0:
+                    # No board has a negative number (nor could its row be stored): the event is set aside.
+                    set_aside(event, f"benchmark_version {version} < 0")
+                    state.position = position
+                    continue
 
         # The event's board (0 or none named: the board in force), created on its first event, with the event's
         # activity recorded on it. None before any rules.
@@ -279,7 +293,10 @@ def _fold_into(state: State, events: Iterable[events_pb2.Event]) -> None:
                 board.actors[actor] = ns
 
         if handler is not None:
-            handler(state, board, event, payload, actor, position, ns)
+            try:
+                handler(state, board, event, payload, actor, position, ns)
+            except Exception as err:  # one event the fold cannot take must not stop every start and rebuild
+                set_aside(event, f"{type(err).__name__}: {err}")
         state.position = position
 
 

@@ -15,11 +15,12 @@ from datetime import timedelta
 from google.protobuf import json_format, struct_pb2
 from kernelboard.v1 import events_pb2
 
-from contracts import access, limits, rules
-from contracts.refusals import check_length, check_size
+from contracts import access, limits, names, rules
+from contracts.refusals import check_length, not_found
 from services.common import auth, metrics
 from services.common.eventlog import EventLog, NewEvent
 from services.common.logs import bind_ids, get_logger
+from services.common.setaside import SetAside
 from services.ingest import domain, store
 from services.ingest.domain import Actor, RefTarget, Refusal
 from services.ingest.gitrefs import GitRefFollower
@@ -94,7 +95,7 @@ class Ingest:
         writes them meanwhile); returns the refs it repaired."""
         await self.repo.init()
         self.repo.clear_quarantine()
-        repaired = await self.repo.reconcile(await store.ref_values(self.pool))
+        repaired = await self.repo.reconcile(await self._refs_git_can_take())
         if repaired:
             log.warning("git refs reconciled from postgres", refs=repaired)
         self.git_refs.start()
@@ -104,7 +105,35 @@ class Ingest:
     async def stop(self) -> None:
         await self.git_refs.stop()
 
+    async def _refs_git_can_take(self) -> dict[str, str]:
+        """The recorded refs, less the rows git could not take, which are set aside: an ill-formed name (an older
+        version let ``routes/x-y\n`` in, and git refused it on every start) or a commit the repository lacks."""
+        set_aside = SetAside("ingest_reconcile")
+        good = {}
+        for ref, sha in (await store.ref_values(self.pool)).items():
+            if not names.is_ref(ref):
+                reason = "not a well-formed hosted ref"
+            elif await self.repo.object_type(sha) not in ("commit", "tag"):
+                reason = f"{sha} is not a commit of the hosted repository"
+            else:
+                good[ref] = sha
+                continue
+            async with self.pool.acquire() as conn:
+                moved = await store.set_ref_aside(conn, ref, sha, reason)
+            if moved:
+                set_aside.record(ref, reason, sha=sha)
+        set_aside.finish(await store.refs_set_aside(self.pool))
+        return good
+
     # --- push ------------------------------------------------------------------------------------------------------
+
+    def refuse_size(self, size: int) -> None:
+        """Refuse a bundle that has grown over the limit while it streams in, counted like any refused push."""
+        try:
+            domain.check_size(size, self.max_bundle_bytes)
+        except Refusal as refusal:
+            self.count_refusal(refusal, size)
+            raise
 
     def count_refusal(self, refusal: Refusal, size: int, started: float | None = None) -> None:
         BUNDLE_BYTES.observe(size)
@@ -351,15 +380,14 @@ class Ingest:
     async def fetch(self, refs: list[str], have: list[str] = ()) -> bytes:
         """A bundle of the named refs (default: main, the tag checks and every route), without what the caller's
         ``have`` commits reach; empty when they reach everything."""
-        domain.check_count("refs", len(refs), limits.MAX_FETCH_REFS)
-        domain.check_count("have", len(have), limits.MAX_FETCH_HAVE)
         await self.git_refs.caught_up()  # the bundle is made from git's refs: at least the values recorded before now
         recorded = await store.ref_values(self.pool)
         if refs:
             wanted = [domain.parse_ref(name).ref for name in refs]
             missing = [ref for ref in wanted if ref not in recorded]
             if missing:
-                raise Refusal("NOT_FOUND", "unknown_ref", f"no such ref: {', '.join(missing)}")
+                more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+                raise Refusal("NOT_FOUND", "unknown_ref", f"no such ref: {', '.join(missing[:3])}{more}")
         else:
             wanted = [
                 ref
@@ -374,7 +402,6 @@ class Ingest:
     # --- pull requests ---------------------------------------------------------------------------------------------
 
     async def open_pull(self, actor: Actor, route_name: str, title: str) -> store.PullRow:
-        check_size("title", title, limits.MAX_PULL_TITLE_CHARS)
         route, head = await self.get_route(route_name)
         access.require(actor, access.Action.OPEN_PULL, access.Target(owner=route.owner, label=f"route {route.route!r}"))
         main = await store.ref_value(self.pool, domain.MAIN_REF)
@@ -421,7 +448,6 @@ class Ingest:
 
     async def review(self, actor: Actor, number: int, verdict: int, body: str) -> store.PullRow:
         access.require(actor, access.Action.REVIEW_PULL)
-        check_size("body", body, limits.MAX_REVIEW_BODY_CHARS)
         async with self.pool.acquire() as conn, conn.transaction():
             pull = await store.get_pull(conn, number, for_update=True)
             if pull is None:
@@ -504,11 +530,16 @@ class Ingest:
         return token, principal, registered
 
     async def revoke_token(self, actor: Actor, token: str) -> str:
+        """Revoke a token the actor may revoke. An unknown, malformed, expired or revoked token and another's token
+        all get the same NOT_FOUND: the answer must not tell whether a made-up token exists, or whose a real one is."""
         try:
             holder = await auth.authenticate(self.pool, token)
-        except auth.AuthError as err:
-            raise domain.invalid("token", f"cannot revoke: {err}") from None
-        access.require(actor, access.Action.REVOKE_TOKEN, access.Target(owner=holder.owner, name=holder.name))
+        except auth.AuthError:
+            holder = None
+        if holder is None or access.decide(
+            actor, access.Action.REVOKE_TOKEN, access.Target(owner=holder.owner, name=holder.name)
+        ):
+            raise not_found("unknown_token", "no such token among those you may revoke")
         async with self.pool.acquire() as conn:
             await auth.revoke_token(conn, token)
         log.info("token revoked", principal=holder.name, actor=actor.name)

@@ -346,11 +346,6 @@ def check_path_names(paths: Iterable[str]) -> None:
             raise invalid("path_not_utf8", f"path {clip(path)} is not UTF-8: name files in UTF-8") from None
 
 
-def check_count(field: str, count: int, limit: int) -> None:
-    if count > limit:
-        raise invalid(f"{field}_too_many", f"{field} has {count} entries, over the limit of {limit}")
-
-
 REGULAR_FILE_MODES = {"100644", "100755"}
 
 

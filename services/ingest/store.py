@@ -60,6 +60,27 @@ async def ref_value(conn, ref: str) -> str:
     return await conn.fetchval("SELECT sha FROM ingest_refs WHERE ref = $1", ref) or ""
 
 
+async def set_ref_aside(conn, ref: str, sha: str, reason: str) -> bool:
+    """Move a ref's row to ingest_refs_set_aside (if it still holds ``sha``); False when it had moved meanwhile."""
+    async with conn.transaction():
+        row = await conn.fetchrow("DELETE FROM ingest_refs WHERE ref = $1 AND sha = $2 RETURNING *", ref, sha)
+        if row is None:
+            return False
+        await conn.execute(
+            "INSERT INTO ingest_refs_set_aside (ref, sha, updated_by, updated_at, reason) VALUES ($1, $2, $3, $4, $5)",
+            ref,
+            sha,
+            row["updated_by"],
+            row["updated_at"],
+            reason,
+        )
+    return True
+
+
+async def refs_set_aside(conn) -> int:
+    return await conn.fetchval("SELECT count(*) FROM ingest_refs_set_aside")
+
+
 async def move_ref(conn: asyncpg.Connection, ref: str, old: str, new: str, actor: str) -> None:
     """Compare-and-swap: the ref goes from ``old`` ("" = absent) to ``new`` or RefMoved. Concurrent movers of one ref
     serialise on its row lock; the loser re-reads the winner's value and fails here."""

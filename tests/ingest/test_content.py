@@ -342,7 +342,7 @@ async def test_text_and_list_limits_are_refused_each_with_its_message(stack, tmp
         stack,
         stack.stub.Fetch(fetch, metadata=stack.md("bob")),
         grpc.StatusCode.INVALID_ARGUMENT,
-        f"refs has {limits.MAX_FETCH_REFS + 1} entries, over the limit of {limits.MAX_FETCH_REFS}",
+        f"a fetch names at most {limits.MAX_FETCH_REFS} refs, not {limits.MAX_FETCH_REFS + 1}",
     )
 
 

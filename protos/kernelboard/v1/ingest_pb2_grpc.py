@@ -26,7 +26,13 @@ if _version_not_supported:
 
 
 class IngestStub:
-    """Missing associated documentation comment in .proto file."""
+    """Every method may also end UNAUTHENTICATED (no or a bad token; methods open to all excepted), UNAVAILABLE (the
+    event log cannot be reached: retry), DEADLINE_EXCEEDED or CANCELLED (the caller's), RESOURCE_EXHAUSTED for a
+    message over the server's receive limit (gRPC's 4 MiB; ingest's is twice KB_MAX_BUNDLE_BYTES plus 1 MiB), and
+    INVALID_ARGUMENT for a request that is not this method's message. Bad input never ends UNKNOWN or INTERNAL; a refusal's message quotes at
+    most a short prefix of what was sent. Identifiers follow contracts/names.py (matched in full, bounded, no control
+    characters).
+    """
 
     def __init__(self, channel):
         """Constructor.
@@ -107,99 +113,140 @@ class IngestStub:
 
 
 class IngestServicer:
-    """Missing associated documentation comment in .proto file."""
+    """Every method may also end UNAUTHENTICATED (no or a bad token; methods open to all excepted), UNAVAILABLE (the
+    event log cannot be reached: retry), DEADLINE_EXCEEDED or CANCELLED (the caller's), RESOURCE_EXHAUSTED for a
+    message over the server's receive limit (gRPC's 4 MiB; ingest's is twice KB_MAX_BUNDLE_BYTES plus 1 MiB), and
+    INVALID_ARGUMENT for a request that is not this method's message. Bad input never ends UNKNOWN or INTERNAL; a refusal's message quotes at
+    most a short prefix of what was sent. Identifiers follow contracts/names.py (matched in full, bounded, no control
+    characters).
+    """
 
     def WhoAmI(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Who the caller's token signs in as.
+        Statuses: OK
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def StartRoute(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """A route from main's head, owned by the caller's person.
+        Statuses: INVALID_ARGUMENT (not a route name), ALREADY_EXISTS, FAILED_PRECONDITION (main not seeded yet)
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Push(self, request, context):
-        """Limits (contracts/limits.py): the bundle at most KB_MAX_BUNDLE_BYTES (64 MiB; RESOURCE_EXHAUSTED "bundle of N bytes
+        """A git bundle for one ref, fast-forward only; nothing is written unless every check passed.
+        Statuses: INVALID_ARGUMENT (a bad ref, a malformed bundle or metrics.json, paths outside the route), NOT_FOUND
+        (no such route), PERMISSION_DENIED, FAILED_PRECONDITION (non-fast-forward, missing prerequisites, the tag checks
+        off main), ABORTED (the ref moved meanwhile), RESOURCE_EXHAUSTED (the bundle over KB_MAX_BUNDLE_BYTES)
+        Limits (contracts/limits.py): the bundle at most KB_MAX_BUNDLE_BYTES (64 MiB; RESOURCE_EXHAUSTED "bundle of N bytes
         exceeds the limit of L bytes"; a unary message over twice that is cut by gRPC itself, so use PushStream); each
         file at most 16 MiB and all pushed objects 256 MiB inflated (RESOURCE_EXHAUSTED, naming the path); metrics.json
         and scienceslack.json at most 256 KiB (INVALID_ARGUMENT "<path> is N bytes, over the limit of L"); every object
-        passes git's strict checks (INVALID_ARGUMENT "malformed bundle: ..." with git's message id, e.g. hasDotgit).
+        passes git's strict checks (INVALID_ARGUMENT "malformed bundle: ..." with git's message id, e.g. hasDotgit); a
+        route's every commit keeps main's files as main had them (INVALID_ARGUMENT naming what it would drop).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Fetch(self, request, context):
-        """Limits: at most 1,000 refs and 10,000 have (INVALID_ARGUMENT "refs has N entries, over the limit of L").
+        """A bundle of the named refs (default: main, the tag checks and every route).
+        Statuses: INVALID_ARGUMENT (a bad ref, too many refs or commits), NOT_FOUND (no such ref), FAILED_PRECONDITION
+        (nothing hosted yet)
+        Limits: at most 10,000 refs and 10,000 have.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ListRoutes(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Every route, its owner and head.
+        Statuses: OK
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def GetRoute(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """One route.
+        Statuses: INVALID_ARGUMENT, NOT_FOUND
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def PushStream(self, request_iterator, context):
-        """The same as Push and Fetch in chunks: for bundles above one message and for progress in `kb`.
-        PushStream is refused at the bundle limit while it streams (the rest is never held); otherwise Push's limits.
+        """Push in chunks: for bundles above one message and for progress in `kb`; the first chunk names the ref.
+        Statuses: INVALID_ARGUMENT (a bad ref, a malformed bundle or metrics.json, paths outside the route), NOT_FOUND
+        (no such route), PERMISSION_DENIED, FAILED_PRECONDITION (non-fast-forward, missing prerequisites, the tag checks
+        off main), ABORTED (the ref moved meanwhile), RESOURCE_EXHAUSTED (the bundle over KB_MAX_BUNDLE_BYTES)
+        Limits: Push's; the bundle limit is checked while it streams (the rest of the bundle is never held).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def FetchStream(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Fetch in chunks.
+        Statuses: INVALID_ARGUMENT (a bad ref, too many refs or commits), NOT_FOUND (no such ref), FAILED_PRECONDITION
+        (nothing hosted yet)
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def OpenPullRequest(self, request, context):
-        """Limits: title at most 256 characters (INVALID_ARGUMENT "title is N characters, over the limit of 256").
+        """A pull request from a route into main.
+        Statuses: INVALID_ARGUMENT (a bad route name or title), NOT_FOUND, PERMISSION_DENIED, FAILED_PRECONDITION
+        (nothing to merge)
+        Limits: title at most 200 characters (INVALID_ARGUMENT "title is N characters, over the limit of 200").
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Review(self, request, context):
-        """Limits: body at most 65,536 characters (INVALID_ARGUMENT "body is N characters, over the limit of 65536").
+        """A review of an open pull request, by anyone signed in.
+        Statuses: INVALID_ARGUMENT (a bad number, verdict or body), NOT_FOUND, FAILED_PRECONDITION (not open)
+        Limits: body at most 65,536 characters (INVALID_ARGUMENT "body is N characters, over the limit of 65536").
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Merge(self, request, context):
-        """Re-checks the merge against main: FAILED_PRECONDITION when it would change anything outside routes/<route>/.
+        """Maintainers: a merge commit of the pull request into main, checked again against main as it is then.
+        Statuses: INVALID_ARGUMENT, NOT_FOUND, PERMISSION_DENIED, FAILED_PRECONDITION (not open, a conflict, the merge
+        would change main outside routes/<route>/), ABORTED (main moved meanwhile)
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ListPullRequests(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Pull requests, by route and state.
+        Statuses: INVALID_ARGUMENT
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def CreateToken(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """A token for the caller, its agents, or (maintainers) anyone, registering a new principal.
+        Statuses: INVALID_ARGUMENT (a bad name, kind or ttl_seconds), PERMISSION_DENIED
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def RevokeToken(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Revoke a token the caller may revoke. Another's token and one that does not exist get the same NOT_FOUND.
+        Statuses: NOT_FOUND
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -286,7 +333,13 @@ def add_IngestServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class Ingest:
-    """Missing associated documentation comment in .proto file."""
+    """Every method may also end UNAUTHENTICATED (no or a bad token; methods open to all excepted), UNAVAILABLE (the
+    event log cannot be reached: retry), DEADLINE_EXCEEDED or CANCELLED (the caller's), RESOURCE_EXHAUSTED for a
+    message over the server's receive limit (gRPC's 4 MiB; ingest's is twice KB_MAX_BUNDLE_BYTES plus 1 MiB), and
+    INVALID_ARGUMENT for a request that is not this method's message. Bad input never ends UNKNOWN or INTERNAL; a refusal's message quotes at
+    most a short prefix of what was sent. Identifiers follow contracts/names.py (matched in full, bounded, no control
+    characters).
+    """
 
     @staticmethod
     def WhoAmI(request,
