@@ -14,6 +14,7 @@ from services.ingest.app import Ingest
 from services.ingest.domain import Actor
 
 CHUNK_BYTES = 1024 * 1024
+GRPC_DEFAULT_RECEIVE_BYTES = 4 * 1024 * 1024
 TITLE_MAX_CHARS = limits.MAX_PULL_TITLE_CHARS
 REVIEW_MAX_CHARS = limits.MAX_REVIEW_BODY_CHARS
 MAX_FETCH_REFS = limits.MAX_FETCH_REFS
@@ -32,8 +33,9 @@ def server_options(max_bundle_bytes: int) -> list[tuple[str, int]]:
     """gRPC's own receive limit, well above the bundle limit: a unary Push carries the whole bundle in one message,
     and one over the bundle limit must reach the size check, which refuses it with the documented message, instead
     of gRPC's generic "Received message larger than max". Above twice the limit gRPC still cuts it (PushStream,
-    what `kb push` uses, is refused at the limit while it streams)."""
-    return [("grpc.max_receive_message_length", 2 * max_bundle_bytes + CHUNK_BYTES)]
+    what `kb push` uses, is refused at the limit while it streams). Never below gRPC's default (4 MiB), which the other
+    RPCs' own checks count on."""
+    return [("grpc.max_receive_message_length", max(GRPC_DEFAULT_RECEIVE_BYTES, 2 * max_bundle_bytes + CHUNK_BYTES))]
 
 
 def caller() -> Actor:
