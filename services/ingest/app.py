@@ -8,6 +8,7 @@ reconciles every git ref from the table, so a crash between the two never leaves
 without its ref.
 """
 
+import json
 import time
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -213,7 +214,7 @@ class Ingest:
         checked = CheckedPush(target, old, tip, await q.changed_paths(old, tip))
         domain.check_path_names(checked.changed_paths)
         if target.kind == events_pb2.COMMIT_KIND_TAG:
-            checked.rules = await self._check_rules(q, tip, main)
+            checked.rules = await self._check_rules(q, tip, main, old)
         for route in domain.reported_routes(target, checked.changed_paths):
             path = domain.metrics_path(route)
             size = await q.file_size(tip, path)
@@ -243,7 +244,8 @@ class Ingest:
             dropped, changed = await q.paths_outside(main, problem.sha, route)
         raise domain.refuse_route_commit(route, problem, dropped, changed)
 
-    async def _check_rules(self, objects, commit: str, main: str) -> tuple[int, str]:
+    async def _check_rules(self, objects, commit: str, main: str, previous: str) -> tuple[int, str]:
+        """The rules at ``commit`` if they may replace those at ``previous`` (the tag's value, "" before the first)."""
         if not main or not await objects.is_ancestor(commit, main):
             raise Refusal(
                 "FAILED_PRECONDITION",
@@ -259,6 +261,8 @@ class Ingest:
             approved = rules.parse(text)
         except rules.RulesError as err:
             raise domain.invalid("malformed_rules", f"{rules.RULES_FILE} at {commit[:12]}: {err}") from None
+        approved_before = await objects.read_file(previous, rules.RULES_FILE) if previous else None
+        domain.check_rules_change(json.loads(approved_before) if approved_before else {}, dict(approved.raw))
         return approved.benchmark_version, text.decode()
 
     async def rules_at_tag(self, conn=None) -> rules.Card:
@@ -339,6 +343,9 @@ class Ingest:
             by_maintainer=actor.is_maintainer,
             reporter=actor.name,
             benchmark_version=version,
+            runner=reported.runner,
+            measured_at=reported.measured_at,
+            rules_commit=reported.rules_commit,
         )
 
     # --- routes ----------------------------------------------------------------------------------------------------
@@ -544,3 +551,144 @@ class Ingest:
             await auth.revoke_token(conn, token)
         log.info("token revoked", principal=holder.name, actor=actor.name)
         return holder.name
+
+    # --- issues and comments ---------------------------------------------------------------------------------------
+
+    async def open_issue(self, actor: Actor, title: str, body: str) -> store.IssueRow:
+        if not domain.can_open_issue(actor):
+            raise domain.denied(f"{actor.name} may not open issues")
+        title, body = domain.non_empty("title", title), body.strip()
+        async with self.pool.acquire() as conn, conn.transaction():
+            number = await store.insert_issue(conn, title, body, actor.name, access.owner_of(actor))
+            opened = events_pb2.IssueOpened(
+                number=number, title=title, body=body, author=actor.name, author_owner=access.owner_of(actor)
+            )
+            await self.log.append(f"issue:{number}", 0, [NewEvent(opened, actor.name)], conn=conn)
+        log.info("issue opened", number=number, actor=actor.name)
+        return await self.get_issue(number)
+
+    async def get_issue(self, number: int) -> store.IssueRow:
+        issue = await store.get_issue(self.pool, number)
+        if issue is None:
+            raise Refusal("NOT_FOUND", "unknown_issue", f"no issue #{number}")
+        return issue
+
+    async def list_issues(self, state: str, size: int, after: int) -> tuple[list[store.IssueRow], str]:
+        """A page of issues, oldest first, after the cursor ``after``; the next page's token ("" when last)."""
+        issues = await store.list_issues(self.pool, state, after, size)
+        return issues, domain.next_page_token([i.number for i in issues], size)
+
+    async def set_issue_state(self, actor: Actor, number: int, to: str) -> store.IssueRow:
+        async with self.pool.acquire() as conn, conn.transaction():
+            issue = await store.get_issue(conn, number, for_update=True)
+            if issue is None:
+                raise Refusal("NOT_FOUND", "unknown_issue", f"no issue #{number}")
+            domain.check_issue_state_change(actor, number, issue.author, issue.author_owner, issue.state, to)
+            await store.set_issue_state(conn, number, to, actor.name)
+            if to == "closed":
+                changed = events_pb2.IssueClosed(number=number, closed_by=actor.name)
+            else:
+                changed = events_pb2.IssueReopened(number=number, reopened_by=actor.name)
+            await self.log.append(f"issue:{number}", None, [NewEvent(changed, actor.name)], conn=conn)
+        log.info("issue state changed", number=number, state=to, actor=actor.name)
+        return await self.get_issue(number)
+
+    async def add_comment(self, actor: Actor, issue_number: int, pull_number: int, body: str) -> store.CommentRow:
+        if not domain.can_comment(actor):
+            raise domain.denied(f"{actor.name} may not comment")
+        body = domain.non_empty("body", body)
+        async with self.pool.acquire() as conn, conn.transaction():
+            await self._check_thread(conn, issue_number, pull_number)
+            comment = await store.insert_comment(conn, issue_number, pull_number, body, actor.name)
+            added = events_pb2.CommentAdded(
+                comment_id=comment.id,
+                issue_number=issue_number,
+                pull_number=pull_number,
+                body=body,
+                author=actor.name,
+            )
+            stream = f"issue:{issue_number}" if issue_number else f"pull:{pull_number}"
+            await self.log.append(stream, None, [NewEvent(added, actor.name)], conn=conn)
+        log.info("comment added", issue=issue_number, pull=pull_number, comment_id=comment.id, actor=actor.name)
+        return comment
+
+    async def list_comments(
+        self, issue_number: int, pull_number: int, size: int, after: int
+    ) -> tuple[list[store.CommentRow], str]:
+        async with self.pool.acquire() as conn:
+            await self._check_thread(conn, issue_number, pull_number)
+            comments = await store.list_comments(conn, issue_number, pull_number, after, size)
+        return comments, domain.next_page_token([c.id for c in comments], size)
+
+    @staticmethod
+    async def _check_thread(conn, issue_number: int, pull_number: int) -> None:
+        """The issue or pull request a comment belongs to (the edge names exactly one) exists."""
+        if issue_number and await store.get_issue(conn, issue_number) is None:
+            raise Refusal("NOT_FOUND", "unknown_issue", f"no issue #{issue_number}")
+        if pull_number and await store.get_pull(conn, pull_number) is None:
+            raise Refusal("NOT_FOUND", "unknown_pull", f"no pull request #{pull_number}")
+
+    # --- joining the project ---------------------------------------------------------------------------------------
+
+    async def request_join(self, actor: Actor, note: str) -> store.JoinRow:
+        domain.check_join_request(actor)
+        note = note.strip()
+        async with self.pool.acquire() as conn, conn.transaction():
+            request = await store.insert_join_request(conn, actor.name, note)
+            if request is None:
+                raise Refusal("ALREADY_EXISTS", "join_pending", f"{actor.name} has asked to join already: pending")
+            asked = events_pb2.JoinRequested(request_id=request.id, name=actor.name, note=note)
+            await self.log.append(f"principal:{actor.name}", None, [NewEvent(asked, actor.name)], conn=conn)
+        log.info("join requested", principal=actor.name, request_id=request.id)
+        return request
+
+    async def list_join_requests(self, actor: Actor, state: str, size: int, after: int):
+        """Maintainers: a page of join requests in ``state`` ("": pending, "all": every state)."""
+        if not domain.can_decide_join(actor):
+            raise domain.denied(f"maintainer role needed to see join requests ({actor.name} is not a maintainer)")
+        state = "" if state == "all" else state or "pending"
+        requests = await store.list_join_requests(self.pool, state, after, size)
+        return requests, domain.next_page_token([r.id for r in requests], size)
+
+    async def decide_join(self, actor: Actor, name: str, accept: bool, note: str) -> store.JoinRow:
+        note = note.strip()
+        async with self.pool.acquire() as conn, conn.transaction():
+            request = await store.pending_join_request(conn, name, for_update=True)
+            domain.check_join_decision(actor, name, request is not None)
+            decided = await store.decide_join_request(
+                conn, request.id, "accepted" if accept else "declined", actor.name, note
+            )
+            events = [
+                events_pb2.JoinDecided(
+                    request_id=request.id, name=name, accepted=accept, decided_by=actor.name, note=note
+                )
+            ]
+            # A person who became a member meanwhile (e.g. by a maintainer's token) keeps their role.
+            if accept and await auth.change_role(conn, name, events_pb2.ROLE_MEMBER, events_pb2.ROLE_SIGNED_IN):
+                events.append(
+                    events_pb2.RoleChanged(
+                        name=name,
+                        role=events_pb2.ROLE_MEMBER,
+                        previous_role=events_pb2.ROLE_SIGNED_IN,
+                        cause="join accepted",
+                    )
+                )
+            await self.log.append(f"principal:{name}", None, [NewEvent(e, actor.name) for e in events], conn=conn)
+        log.info("join decided", principal=name, accepted=accept, actor=actor.name)
+        return decided
+
+    async def leave(self, actor: Actor) -> auth.Principal:
+        domain.check_leave(actor)
+        async with self.pool.acquire() as conn, conn.transaction():
+            if not await auth.change_role(conn, actor.name, events_pb2.ROLE_SIGNED_IN, events_pb2.ROLE_MEMBER):
+                raise Refusal("FAILED_PRECONDITION", "not_member", f"{actor.name} is not a project member")
+            left = events_pb2.RoleChanged(
+                name=actor.name,
+                role=events_pb2.ROLE_SIGNED_IN,
+                previous_role=events_pb2.ROLE_MEMBER,
+                cause="left the project",
+            )
+            await self.log.append(f"principal:{actor.name}", None, [NewEvent(left, actor.name)], conn=conn)
+            principal = await auth.get_principal(conn, actor.name)
+        log.info("member left", principal=actor.name)
+        return principal

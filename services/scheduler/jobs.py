@@ -203,7 +203,7 @@ class JobService:
             raise Refusal("NOT_FOUND", "unknown_route", f"unknown route {route!r}: start it and push first")
         actor = access.Actor.of(principal)
         access.require(actor, access.Action.SUBMIT_JOB, access.Target(owner=owner, label=f"route {route!r}"))
-        full_ref = f"refs/heads/routes/{route}"
+        full_ref = names.route_ref(route)
         tip = await self.repo.resolve(full_ref)
         if tip is None or not await self.repo.is_ancestor(sha, tip):
             raise Refusal(
