@@ -35,7 +35,8 @@ SPARE_QUARANTINES = 64
 REPACK_AFTER_PACKS = 16
 # git's own checks on every pushed object (`index-pack --strict`, what receive.fsckObjects does): malformed commits,
 # trees and tags, and tree entries named '..', '.', '.git' (any case, or an NTFS/HFS alias), '', or containing '/',
-# duplicate or unsorted entries. --strict makes git's warnings errors; these are raised from git's "ignore" level too.
+# duplicate or unsorted entries. --strict makes git's warnings errors; the three named are made errors explicitly
+# (badFilemode is only informational by default).
 FSCK_STRICT = "--strict=badFilemode=error,nulInCommit=error,zeroPaddedFilemode=error"
 
 
