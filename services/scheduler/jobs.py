@@ -21,12 +21,20 @@ from typing import Protocol
 
 from kernelboard.v1 import events_pb2
 
-from services.common import metrics
+from services.common import metrics, sandbox
 from services.common.eventlog import ConcurrencyConflict, NewEvent
 from services.common.logs import bind_ids, get_logger
 from services.scheduler import domain
 from services.scheduler.domain import JobView
-from services.scheduler.jobdir import SCHEDULER_IDENTITY, GitError, HostedRepo
+from services.scheduler.jobdir import (
+    SCHEDULER_IDENTITY,
+    GitError,
+    HostedRepo,
+    ResultRejected,
+    ScriptError,
+    hand_over,
+    placement,
+)
 from services.scheduler.slurm import Slurm, SlurmError
 
 log = get_logger(component="scheduler")
@@ -68,12 +76,16 @@ class SchedulerConfig:
     home: Path
     rules_path: Path | None = None  # used while the hosted repository has no tag `checks`
     max_result_file_bytes: int = 10 * 1024 * 1024
+    max_result_bytes: int = 64 * 1000 * 1000
     poll_base_s: float = 1.0
     poll_max_s: float = 30.0
+    job_user: str = "kb-job"  # who Slurm runs jobs as (sbatch --uid); never root, never a service's user
+    jobs_root: Path | None = None  # default $KB_HOME/jobs; every folder above it must let the job user pass
+    hidden: tuple[str, ...] = ()  # more host directories jobs must not see (Slurm's spool and state)
 
     @property
     def jobs_dir(self) -> Path:
-        return self.home / "jobs"
+        return self.jobs_root or self.home / "jobs"
 
     @property
     def repo_dir(self) -> Path:
@@ -181,7 +193,7 @@ class JobService:
         view = self.get(job_id)
         while True:
             yield view
-            if view.finished and view.result_sha:
+            if view.settled:
                 return
             async with self._changed:
                 await self._changed.wait_for(lambda seen=view.version: self.jobs[job_id].version != seen)
@@ -210,33 +222,63 @@ class JobService:
         tip = await self.repo.resolve(full_ref)
         if tip is None or not await self.repo.is_ancestor(sha, tip):
             raise Refused("FAILED_PRECONDITION", f"commit {sha[:12]} is not on {full_ref}: `kb push` it first")
-        script = await self.repo.read_file(sha, script_path)
+        try:
+            script = await self.repo.read_script(sha, script_path)
+        except ScriptError as err:
+            raise Refused("INVALID_ARGUMENT", str(err)) from None
         if script is None:
             raise Refused("NOT_FOUND", f"no file {script_path!r} in commit {sha[:12]}")
+        limits = await self._limits()
         try:
-            resources = domain.check_script(script.decode(errors="replace"), await self._limits())
+            plan = domain.plan_job(domain.script_text(script), limits)
         except domain.DirectiveError as err:
             raise Refused("INVALID_ARGUMENT", f"{script_path}: {err}") from None
+        resources = plan.resources
         held = principal.role < events_pb2.ROLE_MEMBER
 
-        number, work_dir = await self._new_work_dir()
+        number, box = await self._new_work_dir()
+        work_dir = box / "work"
         try:
+            work_dir.mkdir(mode=0o700)
             await self.repo.export(sha, work_dir)
-            started = time.perf_counter()
             # The submit directory is the script's own folder, as if its owner ran sbatch there in a clone.
-            script_file = work_dir / script_path
+            folder = str(Path(script_path).parent)
+            chdir, placed = placement(work_dir, folder, plan.paths)
+            hand_over(work_dir, self.config.job_user)
+            batch = box / "batch.sh"
+            batch.write_text(
+                sandbox.job_batch_script(
+                    box=box,
+                    workdir=str(chdir.relative_to(work_dir)),
+                    command=[*plan.interpreter, f"{sandbox.INNER_ROOT}/work/{script_path}"],
+                    hidden=self._hidden_from_jobs(),
+                    network=limits[resources.partition].network,
+                    cpu_seconds=resources.time_limit_s * max(resources.cpus, 1) + 60,
+                    label=f"{self.config.deployment}-{number}",
+                )
+            )
+            batch.chmod(0o600)
+            started = time.perf_counter()
             job_id = await self.slurm.submit(
-                str(script_file),
-                str(script_file.parent),
+                str(batch),
+                str(chdir),
                 job_name=f"kb-{self.config.deployment}-{number}",
                 hold=held,
+                user=self.config.job_user,
+                options=[*plan.options, *(f"--{option}={path}" for option, path in placed.items())],
             )
             SBATCH_SECONDS.observe(time.perf_counter() - started)
-        except (SlurmError, GitError) as err:
-            shutil.rmtree(work_dir, ignore_errors=True)
-            if isinstance(err, SlurmError) and err.refused:
-                raise Refused("INVALID_ARGUMENT", f"{script_path}: sbatch refused the job: {err}") from None
-            raise Refused("UNAVAILABLE", f"could not prepare or submit the job: {err}") from None
+        except domain.DirectiveError as err:
+            shutil.rmtree(box, ignore_errors=True)
+            raise Refused("INVALID_ARGUMENT", f"{script_path}: {err}") from None
+        except SlurmError as err:
+            shutil.rmtree(box, ignore_errors=True)
+            if err.refused:
+                raise Refused(err.code, f"{script_path}: sbatch refused the job: {err}") from None
+            raise Refused("UNAVAILABLE", f"the Slurm controller did not answer: {err}") from None
+        except (GitError, OSError) as err:
+            shutil.rmtree(box, ignore_errors=True)
+            raise Refused("FAILED_PRECONDITION", f"could not prepare the job directory: {err}") from None
 
         with bind_ids(job_id=job_id, route=route, sha=sha):
             submitted = events_pb2.JobSubmitted(
@@ -345,6 +387,9 @@ class JobService:
                 try:
                     await self._commit_result(view.job_id)
                     self._result_retry.pop(view.job_id, None)
+                except ResultRejected as err:  # the job's own doing: final, recorded, never retried
+                    await self._reject_result(view.job_id, str(err))
+                    self._result_retry.pop(view.job_id, None)
                 except (GitError, OSError, RuntimeError) as err:
                     RESULT_ERRORS.inc()
                     delay = domain.poll_delay(attempts, base_s=1.0, max_s=60.0)
@@ -367,6 +412,7 @@ class JobService:
                 job_id,
                 message,
                 max_file_bytes=self.config.max_result_file_bytes,
+                max_result_bytes=self.config.max_result_bytes,
                 date=int(view.finished_at),
             )
             # A push that landed before a restart built this same commit (same tree, same date): don't push twice.
@@ -385,6 +431,13 @@ class JobService:
             )
             await self._append_decided(job_id, lambda v: [committed] if v.needs_result else None, SCHEDULER_IDENTITY)
             log.info("job result committed", ref=ref, result_sha=result.sha, excluded=len(result.excluded))
+
+    async def _reject_result(self, job_id: str, reason: str) -> None:
+        async with self._lock(job_id):
+            view = self.jobs[job_id]
+            rejected = events_pb2.JobResultCommitted(job_id=job_id, parent=view.sha, not_committed=reason)
+            await self._append_decided(job_id, lambda v: [rejected] if v.needs_result else None, SCHEDULER_IDENTITY)
+            log.warning("job result not committed", reason=reason)
 
     async def cancel_orphans(self) -> list[str]:
         """Cancel this deployment's Slurm jobs the log does not know (sbatch ran, then the scheduler died before
@@ -443,13 +496,20 @@ class JobService:
         except (ValueError, KeyError) as err:
             raise Refused("FAILED_PRECONDITION", f"scienceslack.json: cannot read limits.partitions: {err!r}") from None
 
+    def _hidden_from_jobs(self) -> list[str]:
+        """What a job must not see even read-only: KB_HOME (tokens, the hosted repository), every job directory but
+        its own, and Slurm's state (other jobs' scripts)."""
+        return list(dict.fromkeys([str(self.config.home), str(self.config.jobs_dir), *self.config.hidden]))
+
     async def _new_work_dir(self) -> tuple[int, Path]:
-        self.config.jobs_dir.mkdir(parents=True, exist_ok=True)
+        """A fresh job directory: root's, mode 0711 (the job user may pass through to its work/, nothing more)."""
+        self.config.jobs_dir.mkdir(mode=0o711, parents=True, exist_ok=True)
         while True:
             number = await self.log.pool.fetchval("SELECT nextval('scheduler_job_dir_seq')")
             work_dir = self.config.jobs_dir / str(number)
             try:
-                work_dir.mkdir()
+                work_dir.mkdir(mode=0o711)
+                work_dir.chmod(0o711)  # whatever the umask
                 return number, work_dir
             except FileExistsError:
                 continue  # left by an earlier database on the same KB_HOME
