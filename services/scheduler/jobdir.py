@@ -196,7 +196,9 @@ class HostedRepo:
 
 
 def _megabytes(size: int) -> str:
-    return f"{size / 1e6:.0f} MB" if size >= 10e6 else f"{size / 1e6:.1f} MB"
+    if size >= 10e6:
+        return f"{size / 1e6:.0f} MB"
+    return f"{size / 1e6:.1f} MB" if size >= 1e6 else f"{size / 1e3:.0f} kB"
 
 
 def irregular_entries(work_dir: Path) -> dict[str, str]:

@@ -91,13 +91,13 @@ async def test_over_limit_requests_are_refused_before_sbatch(stack, directive, l
     name = f"over-{directive.strip('-').split('=')[0]}.sbatch"
     sha = await stack.push_script("alice", "fast", name, f"#!/bin/bash\n#SBATCH {directive}\ntrue\n")
     submitted_before = len([e async for e in stack.log.read_all(types={"JobSubmitted"})])
-    dirs_before = sorted((stack.home / "jobs").iterdir())
+    dirs_before = sorted(stack.jobs_root.iterdir())
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await stack.submit("alice", "fast", sha, name)
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert limit in err.value.details() and name in err.value.details()
     # Refused before any job directory or sbatch: nothing was written anywhere.
-    assert sorted((stack.home / "jobs").iterdir()) == dirs_before
+    assert sorted(stack.jobs_root.iterdir()) == dirs_before
     assert len([e async for e in stack.log.read_all(types={"JobSubmitted"})]) == submitted_before
 
 
