@@ -216,3 +216,13 @@ async def test_memory_over_the_request_is_killed_by_slurm_at_run_time(stack):
     assert "survived" not in subprocess.check_output(
         ["git", "--git-dir", str(stack.home / "repo.git"), "ls-tree", "-r", "--name-only", job.result_sha], text=True
     )
+
+
+async def test_a_job_gets_only_the_cpus_it_asked_for(stack):
+    """task/affinity binds the job to its allocation: without it a 1-CPU job ran on every CPU of the node."""
+    sha = await stack.push_script(
+        "alice", "fast", "cpus.sbatch", "#!/bin/bash\n#SBATCH --cpus-per-task=1\nnproc > cpus.txt\n"
+    )
+    job = await stack.submit("alice", "fast", sha, "cpus.sbatch")
+    job = await stack.wait_job(job.job_id, settled, 60, "finished")
+    assert show(stack, job.result_sha, "routes/fast/cpus.txt") == "1\n"
