@@ -470,6 +470,15 @@ def slurm_conf_from(output: str, layout: Layout) -> str | None:
     return str(conventional) if conventional.exists() else None
 
 
+def step_job_user(ctx: Context) -> str:
+    """The unprivileged user Slurm runs jobs as: deploy/local/slurm/job-user.sh (idempotent; up.sh runs it too, but
+    a reused cluster skips up.sh)."""
+    script = ctx.layout.repo / "deploy" / "local" / "slurm" / "job-user.sh"
+    if not script.exists():
+        return "skipped: deploy/local/slurm/job-user.sh is not in this checkout"
+    return run(["bash", str(script)], "the job user (deploy/local/slurm/job-user.sh)", 60).stdout.strip()
+
+
 def postgres_data_dir(layout: Layout) -> Path:
     """Where a new throwaway cluster goes: under KB_HOME when user postgres can reach it, else under /var/tmp."""
     layout.home.mkdir(parents=True, exist_ok=True)
@@ -784,6 +793,7 @@ def prepare(ctx: Context) -> None:
     step("Debian packages", lambda: step_packages(ctx))
     step("Python venv (.venv, requirements.txt)", lambda: step_venv(ctx))
     step("Slurm", lambda: step_slurm(ctx))
+    step("job user (who Slurm runs jobs as)", lambda: step_job_user(ctx))
     step("PostgreSQL", lambda: step_postgres(ctx))
     step("NATS JetStream", lambda: step_nats(ctx))
     write_env_file(ctx)

@@ -6,6 +6,7 @@ stays the only writer of the hosted repository.
 """
 
 import asyncio
+import hashlib
 import os
 import pwd
 import shutil
@@ -278,3 +279,12 @@ def closed_folder(path: Path) -> Path | None:
         if not folder.stat().st_mode & stat.S_IXOTH:
             return folder
     return None
+
+
+def default_jobs_dir(home: Path) -> Path:
+    """$KB_HOME/jobs when the job user may pass through every folder down to KB_HOME; else (a KB_HOME under /root,
+    or in a private temporary folder) a folder of its own in /var/tmp, named after KB_HOME."""
+    home.mkdir(parents=True, exist_ok=True)
+    if closed_folder(home) is None:
+        return home / "jobs"
+    return Path("/var/tmp") / f"kernelboard-jobs-{hashlib.sha256(str(home.resolve()).encode()).hexdigest()[:12]}"

@@ -79,7 +79,7 @@ class SchedulerConfig:
     max_result_bytes: int = 64 * 1000 * 1000
     poll_base_s: float = 1.0
     poll_max_s: float = 30.0
-    job_user: str = "kb-job"  # who Slurm runs jobs as (sbatch --uid); never root, never a service's user
+    job_user: str = "kb-job"  # who Slurm runs jobs as (sbatch --uid); never root; "": the scheduler's own uid
     jobs_root: Path | None = None  # default $KB_HOME/jobs; every folder above it must let the job user pass
     hidden: tuple[str, ...] = ()  # more host directories jobs must not see (Slurm's spool and state)
 
@@ -244,7 +244,8 @@ class JobService:
             # The submit directory is the script's own folder, as if its owner ran sbatch there in a clone.
             folder = str(Path(script_path).parent)
             chdir, placed = placement(work_dir, folder, plan.paths)
-            hand_over(work_dir, self.config.job_user)
+            if self.config.job_user:
+                hand_over(work_dir, self.config.job_user)
             batch = box / "batch.sh"
             batch.write_text(
                 sandbox.job_batch_script(
@@ -264,7 +265,7 @@ class JobService:
                 str(chdir),
                 job_name=f"kb-{self.config.deployment}-{number}",
                 hold=held,
-                user=self.config.job_user,
+                user=self.config.job_user or None,
                 options=[*plan.options, *(f"--{option}={path}" for option, path in placed.items())],
             )
             SBATCH_SECONDS.observe(time.perf_counter() - started)

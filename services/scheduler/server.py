@@ -16,7 +16,7 @@ from services.common.grpcserver import serve
 from services.common.logs import configure_logging, get_logger
 from services.scheduler.domain import job_message
 from services.scheduler.ingest_client import IngestPusher
-from services.scheduler.jobdir import SCHEDULER_IDENTITY, HostedRepo, closed_folder
+from services.scheduler.jobdir import SCHEDULER_IDENTITY, HostedRepo, closed_folder, default_jobs_dir
 from services.scheduler.jobs import JobService, Refused, SchedulerConfig
 from services.scheduler.slurm import Slurm
 
@@ -88,14 +88,17 @@ async def scheduler_token(event_log: EventLog, settings: Settings) -> str:
 def config_from_env(settings: Settings) -> SchedulerConfig:
     rules = os.environ.get("KB_RULES", str(REPO_ROOT / "scienceslack.json"))
     jobs_root = os.environ.get("KB_JOBS_DIR")
+    # As root the scheduler submits with sbatch --uid=<job user>; otherwise (a container) jobs run as its own uid on
+    # the Slurm nodes, which must be the job user there (deploy/k8s/README.md), and KB_JOB_USER is empty.
+    job_user = os.environ.get("KB_JOB_USER", "kb-job" if os.getuid() == 0 else "")
     return SchedulerConfig(
         home=settings.home,
         rules_path=Path(rules) if Path(rules).exists() else None,
         max_result_file_bytes=int(os.environ.get("KB_JOB_RESULT_MAX_FILE_BYTES", 10 * 1024 * 1024)),
         max_result_bytes=int(os.environ.get("KB_JOB_RESULT_MAX_BYTES", 64 * 1000 * 1000)),
         poll_base_s=float(os.environ.get("KB_SCHEDULER_POLL_S", "1")),
-        job_user=os.environ.get("KB_JOB_USER", "kb-job"),
-        jobs_root=Path(jobs_root) if jobs_root else None,
+        job_user=job_user,
+        jobs_root=Path(jobs_root) if jobs_root else default_jobs_dir(settings.home),
         hidden=slurm_state_dirs(settings.slurm_conf),
     )
 
@@ -115,6 +118,16 @@ def slurm_state_dirs(slurm_conf: str | None) -> tuple[str, ...]:
 def check_job_user(config: SchedulerConfig) -> None:
     """Refuse to start when jobs could not run as an unprivileged user of their own, or could not reach their
     directories: better no scheduler than jobs run as root."""
+    if os.getuid() != 0:
+        if config.job_user and config.job_user != pwd.getpwuid(os.getuid()).pw_name:
+            raise SystemExit(
+                f"scheduler: KB_JOB_USER={config.job_user} needs root (sbatch --uid); not root, jobs run as this "
+                "process's uid on the Slurm nodes: set KB_JOB_USER= (empty) and make that uid the job user there"
+            )
+        log.info("jobs run as this process's uid on the Slurm nodes", uid=os.getuid())
+        return
+    if not config.job_user:
+        raise SystemExit("scheduler: running as root, KB_JOB_USER must name the job user (default kb-job)")
     try:
         entry = pwd.getpwnam(config.job_user)
     except KeyError:
