@@ -246,7 +246,8 @@ def test_options_a_job_may_not_use_are_named_with_their_rule(directive, words):
 
 def test_a_plan_passes_on_canonical_options_and_keeps_paths_apart():
     plan = domain.plan_job(
-        "#!/usr/bin/env python3\n#SBATCH -t 5 -c2 -Q --output=logs/%j.out\n#SBATCH --chdir=sub --no-requeue\nprint(1)\n",
+        "#!/usr/bin/env python3\n#SBATCH -t 5 -c2 -Q --output=logs/%j.out\n"
+        "#SBATCH --chdir=sub --no-requeue\nprint(1)\n",
         LIMITS,
     )
     assert plan.options == ("--partition=main", "--time=5", "--cpus-per-task=2", "--quiet", "--no-requeue")
