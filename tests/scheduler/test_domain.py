@@ -296,15 +296,21 @@ def test_scripts_that_are_not_runnable_text_are_refused_clearly(content, words):
     "message, code",
     [
         ("sbatch: error: Batch job submission failed: More processors requested than permitted", "INVALID_ARGUMENT"),
-        ("sbatch: error: Batch job submission failed: Requested node configuration is not available",
-         "INVALID_ARGUMENT"),  # fmt: skip
+        (
+            "sbatch: error: Batch job submission failed: Requested node configuration is not available",
+            "INVALID_ARGUMENT",
+        ),
         ("sbatch: error: Batch job submission failed: Invalid job array specification", "INVALID_ARGUMENT"),
         ("sbatch: error: Batch job submission failed: Job violates accounting/QOS policy", "RESOURCE_EXHAUSTED"),
         ("sbatch: error: Batch job submission failed: Partition in DOWN state", "FAILED_PRECONDITION"),
-        ("sbatch: error: Batch job submission failed: Invalid account or account/partition combination specified",
-         "FAILED_PRECONDITION"),  # fmt: skip
-        ("sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)",
-         "UNAVAILABLE"),  # fmt: skip
+        (
+            "sbatch: error: Batch job submission failed: Invalid account or account/partition combination specified",
+            "FAILED_PRECONDITION",
+        ),
+        (
+            "sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)",
+            "UNAVAILABLE",
+        ),
         ("sbatch: error: Batch job submission failed: Socket timed out on send/recv operation", "UNAVAILABLE"),
         ("sacct: error: Problem talking to the database: Unable to connect to database", "UNAVAILABLE"),
     ],
