@@ -46,6 +46,14 @@ OLDEST_HELD_AGE = metrics.gauge(
 )
 SBATCH_SECONDS = metrics.histogram("kb_scheduler_sbatch_seconds", "sbatch (and admin hold) latency.")
 POLL_ERRORS = metrics.counter("kb_scheduler_poll_errors_total", "sacct/squeue polls that failed (jobs left unknown).")
+SUBMIT_REFUSALS = metrics.counter(
+    "kb_scheduler_submit_refusals_total",
+    "Job submissions refused, by gRPC status (UNAVAILABLE: the Slurm controller did not answer).",
+    ("code",),
+)
+RESULTS_NOT_COMMITTED = metrics.counter(
+    "kb_scheduler_results_not_committed_total", "Finished jobs whose directory was refused for good (result limit)."
+)
 RESULT_ERRORS = metrics.counter(
     "kb_scheduler_result_commit_errors_total", "Attempts to commit a finished job's directory that failed."
 )
@@ -203,6 +211,13 @@ class JobService:
 
     async def submit(self, principal, ref: str, sha: str, script_path: str) -> JobView:
         try:
+            return await self._submit(principal, ref, sha, script_path)
+        except Refused as err:
+            SUBMIT_REFUSALS.labels(code=err.code).inc()
+            raise
+
+    async def _submit(self, principal, ref: str, sha: str, script_path: str) -> JobView:
+        try:
             route = domain.route_of_ref(ref)
         except ValueError as err:
             raise Refused("INVALID_ARGUMENT", str(err)) from None
@@ -327,7 +342,8 @@ class JobService:
             try:
                 await self.slurm.release(job_id)
             except SlurmError as err:
-                raise Refused("UNAVAILABLE", f"could not release job {job_id}: {err}") from None
+                code = "FAILED_PRECONDITION" if err.refused else "UNAVAILABLE"
+                raise Refused(code, f"could not release job {job_id}: {err}") from None
             with bind_ids(job_id=job_id):
                 log.info("job released", released_by=principal.name)
             released = events_pb2.JobReleased(job_id=job_id, released_by=principal.name)
@@ -344,7 +360,8 @@ class JobService:
         try:
             await self.slurm.cancel(job_id)
         except SlurmError as err:
-            raise Refused("UNAVAILABLE", f"could not cancel job {job_id}: {err}") from None
+            code = "FAILED_PRECONDITION" if err.refused else "UNAVAILABLE"
+            raise Refused(code, f"could not cancel job {job_id}: {err}") from None
         with bind_ids(job_id=job_id):
             log.info("job cancel requested", cancelled_by=principal.name)
         return view  # JobFinished(CANCELLED) follows from the next poll
@@ -389,6 +406,7 @@ class JobService:
                     await self._commit_result(view.job_id)
                     self._result_retry.pop(view.job_id, None)
                 except ResultRejected as err:  # the job's own doing: final, recorded, never retried
+                    RESULTS_NOT_COMMITTED.inc()
                     await self._reject_result(view.job_id, str(err))
                     self._result_retry.pop(view.job_id, None)
                 except (GitError, OSError, RuntimeError) as err:

@@ -210,6 +210,7 @@ async def test_metrics_show_jobs_by_state_and_sbatch_latency(stack):
     assert 'kb_scheduler_jobs{state="COMPLETED"}' in text
     assert "kb_scheduler_held_jobs" in text and "kb_scheduler_oldest_held_job_age_seconds" in text
     assert "kb_scheduler_sbatch_seconds_count" in text and "kb_scheduler_poll_errors_total" in text
+    assert 'kb_scheduler_submit_refusals_total{code="INVALID_ARGUMENT"}' in text
 
 
 async def test_a_one_minute_limit_ends_as_timeout(stack, timeout_job):
