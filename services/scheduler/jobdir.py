@@ -15,6 +15,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from services.scheduler.domain import DirectiveError
+
 SCHEDULER_IDENTITY = "system:scheduler"
 
 
@@ -239,9 +241,7 @@ def irregular_entries(work_dir: Path) -> dict[str, str]:
 def placement(work_dir: Path, folder: str, paths: dict[str, str]) -> tuple[Path, dict[str, str]]:
     """Where the job starts (the script's folder, or its --chdir under it) and its --output/--error/--input as
     absolute paths, each checked to lie inside work_dir once symlinks in the exported commit are followed: Slurm
-    opens them outside the sandbox. DirectiveError (from the domain) names the option that leads out."""
-    from services.scheduler.domain import DirectiveError
-
+    opens them outside the sandbox. DirectiveError names the option that leads out."""
     root = work_dir.resolve()
 
     def inside(option: str, value: str, path: Path) -> Path:
