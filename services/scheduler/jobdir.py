@@ -15,9 +15,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from contracts import names
 from services.scheduler.domain import DirectiveError
-
-SCHEDULER_IDENTITY = "system:scheduler"
 
 
 class GitError(Exception):
@@ -148,9 +147,9 @@ class HostedRepo:
                 "GIT_WORK_TREE": str(work_dir),
                 "GIT_INDEX_FILE": str(scratch / "index"),
                 "GIT_LITERAL_PATHSPECS": "1",  # a path the job chose is a name, never a pattern
-                "GIT_AUTHOR_NAME": SCHEDULER_IDENTITY,
+                "GIT_AUTHOR_NAME": names.SCHEDULER,
                 "GIT_AUTHOR_EMAIL": "scheduler@kernelboard.local",
-                "GIT_COMMITTER_NAME": SCHEDULER_IDENTITY,
+                "GIT_COMMITTER_NAME": names.SCHEDULER,
                 "GIT_COMMITTER_EMAIL": "scheduler@kernelboard.local",
             }
             if date is not None:  # a fixed date: the same directory always gives the same commit
