@@ -205,6 +205,9 @@ async def test_the_scheduler_killed_mid_run_resumes_and_ends_every_job_once(stac
 
 
 async def test_metrics_show_jobs_by_state_and_sbatch_latency(stack):
+    sha = await stack.push_script("alice", "fast", "refused.sbatch", "#!/bin/bash\n#SBATCH --uid=0\ntrue\n")
+    with pytest.raises(grpc.aio.AioRpcError):
+        await stack.submit("alice", "fast", sha, "refused.sbatch")  # counted, by its code
     port = stack.process.env["KB_SCHEDULER_METRICS_PORT"]
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
     assert 'kb_scheduler_jobs{state="COMPLETED"}' in text
