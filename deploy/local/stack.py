@@ -375,17 +375,6 @@ def step_packages(ctx: Context) -> str:
     return f"installed {' '.join(packages)} (log {log})"
 
 
-def step_job_user() -> str:
-    """The unprivileged user route code runs as in checks and jobs (services/common/confine.py); idempotent."""
-    from services.common.confine import JOB_USER, ensure_job_user, job_ids
-
-    if os.geteuid() != 0:
-        if job_ids() is None:
-            raise StackError(f"the job user {JOB_USER} is missing and creating it needs root")
-        return f"job user {JOB_USER} exists"
-    return ensure_job_user()
-
-
 POLICY_RC_D = Path("/usr/sbin/policy-rc.d")
 
 
@@ -484,8 +473,9 @@ def slurm_conf_from(output: str, layout: Layout) -> str | None:
 
 
 def step_job_user(ctx: Context) -> str:
-    """The unprivileged user Slurm runs jobs as: deploy/local/slurm/job-user.sh (idempotent; up.sh runs it too, but
-    a reused cluster skips up.sh)."""
+    """The unprivileged user route code runs as, in checks (services/common/confine.py) and in Slurm jobs:
+    deploy/local/slurm/job-user.sh (idempotent; also checks it can enter a user namespace, which a job's sandbox
+    needs). up.sh runs it too, but a reused cluster skips up.sh."""
     script = ctx.layout.repo / "deploy" / "local" / "slurm" / "job-user.sh"
     if not script.exists():
         return "skipped: deploy/local/slurm/job-user.sh is not in this checkout"
@@ -804,10 +794,9 @@ def context_from_env() -> Context:
 def prepare(ctx: Context) -> None:
     """What the tests need too: packages, the venv, Slurm, PostgreSQL and NATS answering; .ci/run stops here."""
     step("Debian packages", lambda: step_packages(ctx))
-    step("job user (untrusted code runs as it)", step_job_user)
+    step("job user (checks and Slurm jobs run as it)", lambda: step_job_user(ctx))
     step("Python venv (.venv, requirements.txt)", lambda: step_venv(ctx))
     step("Slurm", lambda: step_slurm(ctx))
-    step("job user (who Slurm runs jobs as)", lambda: step_job_user(ctx))
     step("PostgreSQL", lambda: step_postgres(ctx))
     step("NATS JetStream", lambda: step_nats(ctx))
     write_env_file(ctx)
