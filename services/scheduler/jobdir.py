@@ -136,7 +136,7 @@ class HostedRepo:
         .gitignore'd files and files over max_file_bytes; ResultRejected when what it adds exceeds
         max_result_bytes (nothing is committed then)."""
         if not work_dir.is_dir():
-            raise GitError(f"job directory {work_dir} is gone")
+            raise ResultRejected(f"the job directory {work_dir} is gone; nothing committed")
         dropped = irregular_entries(work_dir)
         scratch = Path(tempfile.mkdtemp(prefix=f"kb-result-{job_id}-"))
         try:
@@ -203,17 +203,29 @@ def _megabytes(size: int) -> str:
     return f"{size / 1e6:.1f} MB" if size >= 1e6 else f"{size / 1e3:.0f} kB"
 
 
-def irregular_entries(work_dir: Path) -> dict[str, str]:
+MAX_RESULT_ENTRIES = 100_000  # files and folders a job directory may hold for its result to be read at all
+
+
+def irregular_entries(work_dir: Path, max_entries: int = MAX_RESULT_ENTRIES) -> dict[str, str]:
     """Every entry of the job directory that is not a plain file of its own, by relative path, with what it is:
     symlinks (which would point the commit anywhere), FIFOs, sockets, devices, nested .git directories, and files
     hard-linked to something outside the directory (more links than the directory holds). Read with lstat only:
-    nothing here follows a link."""
+    nothing here follows a link. ResultRejected when the directory holds more than max_entries entries (walked
+    without recursion: a job may nest folders as deep as it likes)."""
     dropped: dict[str, str] = {}
     files: dict[tuple[int, int], list[tuple[str, int]]] = {}
-
-    def walk(directory: Path, prefix: str) -> None:
+    kinds = {stat.S_ISFIFO: "a FIFO", stat.S_ISSOCK: "a socket", stat.S_ISCHR: "a device", stat.S_ISBLK: "a device"}
+    pending = [(str(work_dir), "")]
+    seen = 0
+    while pending:
+        directory, prefix = pending.pop()
         with os.scandir(directory) as entries:
             for entry in entries:
+                seen += 1
+                if seen > max_entries:
+                    raise ResultRejected(
+                        f"the job directory holds more than {max_entries} files and folders; nothing committed"
+                    )
                 path = f"{prefix}{entry.name}"
                 info = entry.stat(follow_symlinks=False)
                 if stat.S_ISLNK(info.st_mode):
@@ -222,14 +234,11 @@ def irregular_entries(work_dir: Path) -> dict[str, str]:
                     if entry.name == ".git":
                         dropped[path] = "a .git directory"
                     else:
-                        walk(Path(entry.path), f"{path}/")
+                        pending.append((entry.path, f"{path}/"))
                 elif stat.S_ISREG(info.st_mode):
                     files.setdefault((info.st_dev, info.st_ino), []).append((path, info.st_nlink))
                 else:
-                    kinds = {stat.S_ISFIFO: "a FIFO", stat.S_ISSOCK: "a socket", stat.S_ISCHR: "a device"}
-                    dropped[path] = next((kind for test, kind in kinds.items() if test(info.st_mode)), "a device")
-
-    walk(work_dir, "")
+                    dropped[path] = next((kind for test, kind in kinds.items() if test(info.st_mode)), "not a file")
     for links in files.values():
         if links[0][1] > len(links):
             for path, _ in links:

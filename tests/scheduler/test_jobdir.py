@@ -1,11 +1,12 @@
 """The git adapter: a commit exported into a job directory comes back as a result commit with its parent."""
 
 import os
+import shutil
 import subprocess
 
 import pytest
 
-from services.scheduler.jobdir import GitError, HostedRepo, ResultRejected
+from services.scheduler.jobdir import GitError, HostedRepo, ResultRejected, irregular_entries
 
 
 def git(*args, cwd=None) -> str:
@@ -127,3 +128,20 @@ async def test_a_result_over_the_limit_is_refused_whole(hosted, tmp_path):
     with pytest.raises(ResultRejected) as err:
         await repo.commit_result(job_dir, sha, "4", "job 4", max_file_bytes=2_000_000, max_result_bytes=6_400_000)
     assert str(err.value) == "result 7.0 MB is over the 6.4 MB limit; nothing committed"
+
+
+async def test_a_directory_too_full_or_gone_is_refused_whole_not_retried(hosted, tmp_path):
+    repo, sha = hosted
+    job_dir = tmp_path / "jobs" / "5"
+    job_dir.mkdir(parents=True)
+    await repo.export(sha, job_dir)
+    nested = job_dir / "a" / "b" / "c"
+    nested.mkdir(parents=True)
+    assert irregular_entries(job_dir) == {}
+    for index in range(990):
+        (nested / f"f{index}").write_text("x")
+    with pytest.raises(ResultRejected, match="more than 1000 files and folders; nothing committed"):
+        irregular_entries(job_dir, max_entries=1000)
+    shutil.rmtree(job_dir)
+    with pytest.raises(ResultRejected, match="is gone; nothing committed"):
+        await repo.commit_result(job_dir, sha, "5", "job 5", max_file_bytes=1000, max_result_bytes=10_000)
