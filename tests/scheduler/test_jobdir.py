@@ -138,7 +138,7 @@ async def test_a_directory_too_full_or_gone_is_refused_whole_not_retried(hosted,
     nested = job_dir / "a" / "b" / "c"
     nested.mkdir(parents=True)
     assert irregular_entries(job_dir) == {}
-    for index in range(990):
+    for index in range(1000):
         (nested / f"f{index}").write_text("x")
     with pytest.raises(ResultRejected, match="more than 1000 files and folders; nothing committed"):
         irregular_entries(job_dir, max_entries=1000)
