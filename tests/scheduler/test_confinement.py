@@ -52,6 +52,8 @@ async def test_a_job_runs_as_the_job_user_and_reaches_no_secret(stack, root_secr
         "write_outside": f"touch {escape}",
         "write_etc": "touch /etc/kb-escape",
         "environment": "env | grep -E 'KB_HOME|KB_DATABASE|TOKEN|SLURM_CONF'",
+        "capabilities": "grep -E '^Cap(Prm|Eff|Amb):' /proc/self/status | grep -qv '0000000000000000'",
+        "no_new_privs": "grep -q '^NoNewPrivs:.1' /proc/self/status",
     }
     lines = "".join(f'if ({command}) >/dev/null 2>&1; then echo "{name}=yes"; else echo "{name}=no"; fi\n'
                     for name, command in checks.items())  # fmt: skip
@@ -76,6 +78,8 @@ async def test_a_job_runs_as_the_job_user_and_reaches_no_secret(stack, root_secr
         "write_outside": "yes",  # its own private /tmp, gone with it
         "write_etc": "no",
         "environment": "no",
+        "capabilities": "no",
+        "no_new_privs": "yes",
     }, report
     assert not os.path.exists(escape)
 
