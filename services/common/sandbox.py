@@ -224,8 +224,9 @@ class Sandbox:
 #
 # Slurm starts a job's batch step as the job user (sbatch --uid), a real unprivileged uid: that is the privilege drop.
 # The batch script the scheduler submits is the launcher below; it never runs the pushed script directly, but through
-# an unprivileged user namespace that maps the job user to itself and keeps its capabilities only for
-# sandbox_setup.sh's mounts (unshare --keep-caps); sandbox_setup.sh then drops them all before the script starts. The
+# an unprivileged user namespace that maps the job user to itself and keeps its capabilities (ambient, in that
+# namespace only) for sandbox_setup.sh's mounts (unshare --keep-caps); sandbox_setup.sh's setpriv clears the ambient
+# set and sets no_new_privs, so the script, a non-root uid even in its namespace, starts with none. The
 # launcher carries sandbox_setup.sh's text, so that the node needs nothing of this checkout (the job user could not
 # read a checkout under /root, and slurmd in a cluster runs from its own image).
 
