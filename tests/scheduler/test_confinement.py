@@ -230,3 +230,13 @@ async def test_a_job_gets_only_the_cpus_it_asked_for(stack):
     job = await stack.submit("alice", "fast", sha, "cpus.sbatch")
     job = await stack.wait_job(job.job_id, settled, 60, "finished")
     assert show(stack, job.result_sha, "routes/fast/cpus.txt") == "1\n"
+
+
+async def test_chdir_and_output_inside_the_job_directory_are_honoured(stack):
+    script = "#!/bin/bash\n#SBATCH --chdir=data --output=log-%j.txt\ncat input.txt > copied.txt\necho said\n"
+    sha = await stack.push_script("alice", "fast", "placed.sbatch", script, {"data/input.txt": "in\n"})
+    job = await stack.submit("alice", "fast", sha, "placed.sbatch")
+    job = await stack.wait_job(job.job_id, settled, 60, "finished")
+    assert (job.state, job.exit_code) == ("COMPLETED", 0)
+    assert show(stack, job.result_sha, "routes/fast/data/copied.txt") == "in\n"
+    assert show(stack, job.result_sha, f"routes/fast/data/log-{job.job_id}.txt") == "said\n"
