@@ -258,7 +258,7 @@ class JobService:
             batch.write_text(
                 sandbox.job_batch_script(
                     box=box,
-                    workdir=str(chdir.relative_to(work_dir)),
+                    workdir=str(chdir.relative_to(work_dir.resolve())),
                     command=[*plan.interpreter, f"{sandbox.INNER_ROOT}/work/{script_path}"],
                     hidden=self._hidden_from_jobs(),
                     network=limits[resources.partition].network,
