@@ -139,6 +139,9 @@ class Stack:
 
     def __post_init__(self) -> None:
         self.home = self.root / "home"
+        # Job directories where the job user can reach them (the stack's root is pytest's, root's alone).
+        self.jobs_root = Path(tempfile.mkdtemp(prefix="kb-e2e-jobs-", dir="/var/tmp"))
+        self.jobs_root.chmod(0o711)
         self.tag = uuid.uuid4().hex[:10]
         self.db_name = f"kb_test_e2e_{self.tag}"
         self.nats = PrivateNats(self.root)
@@ -162,6 +165,7 @@ class Stack:
             KB_DATABASE_URL=self.database_url,
             KB_NATS_URL=self.nats.url,
             KB_HOME=str(self.home),
+            KB_JOBS_DIR=str(self.jobs_root),
             KB_EVENTS_STREAM=f"KB_EVENTS_E2E_{self.tag}",
             KB_EVENTS_SUBJECT_PREFIX=f"kbe2e.{self.tag}",
             KB_CREDENTIALS=str(self.root / "credentials.json"),
@@ -294,6 +298,7 @@ class Stack:
             except (ProcessLookupError, subprocess.TimeoutExpired):
                 self.kill(name, signal.SIGKILL)
         self.cancel_slurm_jobs()
+        shutil.rmtree(self.jobs_root, ignore_errors=True)
         self.nats.stop()
         if self.postgres:
             try:
