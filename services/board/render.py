@@ -48,6 +48,17 @@ def card_lines(card: board_pb2.BenchmarkCard) -> list[str]:
     return lines
 
 
+# Listed beside without a score: a failed check has none, and an unverified check's numbers (a CPU profile's host
+# timer at smoke shapes) say nothing about speed; they show their outcome instead.
+UNSCORED = ("failed check", "unverified check")
+
+
+def beside_reason(e: board_pb2.BoardEntry) -> str:
+    if e.source == "unverified check":
+        return f"passed on {e.runner or 'an unpinned runner'}, not verified: {e.reason}"
+    return e.reason or (f"reported by {e.reporter}" if e.reporter else "")
+
+
 def render_board(view: board_pb2.BoardView) -> str:
     head = view.header
     title = view.card.name or "Board"
@@ -71,7 +82,7 @@ def render_board(view: board_pb2.BoardView) -> str:
                 e.source,
                 e.sha[:10],
                 e.runner,
-                "adopted" if e.adopted else "",
+                "; ".join(x for x in ("adopted" if e.adopted else "", e.reason) if x),
             ]
             for e in view.ranked
         ]
@@ -84,10 +95,10 @@ def render_board(view: board_pb2.BoardView) -> str:
             [
                 e.route,
                 e.owner,
-                "" if e.source == "failed check" else f"{e.score:.3f}",
+                "" if e.source in UNSCORED else f"{e.score:.3f}",
                 e.source,
                 e.sha[:10],
-                e.reason or (f"reported by {e.reporter}" if e.reporter else ""),
+                beside_reason(e),
             ]
             for e in view.listed_beside
         ]

@@ -12,6 +12,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from kernelboard.v1 import ingest_pb2, ingest_pb2_grpc
 from prometheus_client import REGISTRY
 
+from services.common import auth
 from services.common.grpcserver import start_server
 from services.ingest import store
 from services.ingest.api import add_to_server
@@ -248,3 +249,14 @@ async def test_ingest_starts_with_a_bad_ref_row_set_aside(stack, tmp_path):
         await started.stop(0)
     finally:
         await restarted.stop()
+
+
+async def test_operators_cannot_register_a_name_with_a_trailing_newline_either(stack):
+    # `kb admin user` registers through auth.register_principal, as CreateToken does: the grammar is matched in full
+    # there too.
+    async with stack.log.pool.acquire() as conn:
+        cases = (("carol\n", auth.PERSON, "", auth.MEMBER), ("alice/nl\n", auth.AGENT, "alice", 0))
+        for name, kind, owner, role in cases:
+            with pytest.raises(ValueError):
+                await auth.register_principal(conn, name, kind, owner, role, log=stack.log, actor="test")
+            assert await auth.get_principal(conn, name) is None
