@@ -14,7 +14,8 @@ The rules, as this module applies them (docs/ARCHITECTURE.md, "Board rules"):
   RulesApproved). Old boards stay readable.
 - Ranked: a route's best passing verified check on that board (source "verified"; an equal score later keeps the
   earlier; verified means judged on the rules' pinned runner at full shapes, so a CPU-profile pass never ranks) and
-  its latest report by a maintainer ("reported by maintainer"). Higher scores rank first; ties break on the earlier
+  its latest report by a maintainer ("reported by maintainer"; a report's reason is its own account of the measurement,
+  runner, time and rules commit, when its metrics.json gives one). Higher scores rank first; ties break on the earlier
   log position. A check counts only when the board's rules accept its verifier version (the rules'
   ``benchmark.verifier_versions`` list or ``benchmark.verifier_version``; rules naming neither accept any); a score
   that is not a finite number never ranks.
@@ -46,7 +47,7 @@ from kernelboard.v1 import events_pb2
 from contracts import rules
 
 # Raise it whenever a change here would fold the same log differently: a stored copy of another version is refolded.
-PROJECTION_VERSION = 2
+PROJECTION_VERSION = 3
 
 NS_PER_DAY = 86_400 * 1_000_000_000
 QUIET_AFTER_NS = 14 * NS_PER_DAY
@@ -368,18 +369,19 @@ def _on_metrics_reported(state: State, board, event, payload, actor: str, positi
     counted = _isfinite(score)
     if counted:
         by_maintainer = payload.by_maintainer
+        runner = payload.runner
         entry = Entry(
             REPORTED_BY_MAINTAINER if by_maintainer else REPORTED,
             score,
             payload.cost,
             payload.sha,
-            "",
+            _measured(runner, payload.measured_at, payload.rules_commit),
             position,
             ns,
             0,
             "",
             payload.reporter or actor,
-            "",
+            runner,
         )
         if by_maintainer:
             on_board.by_maintainer = entry
@@ -387,6 +389,13 @@ def _on_metrics_reported(state: State, board, event, payload, actor: str, positi
             on_board.reported = entry
         board.last_scored_ns = ns
     on_board.history.append(position * 4 + (COUNTED if counted else NOT_FINITE))
+
+
+def _measured(runner: str, measured_at: str, rules_commit: str) -> str:
+    """A report's own account of its measurement (metrics.json's "report"), "" when it gives none."""
+    parts = [f"measured {measured_at}" if measured_at else "", f"on {runner}" if runner else ""]
+    parts.append(f"under rules {rules_commit[:12]}" if rules_commit else "")
+    return " ".join(p for p in parts if p)
 
 
 def _on_check_completed(state: State, board, event, payload, actor: str, position: int, ns: int) -> None:

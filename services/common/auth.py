@@ -584,6 +584,21 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
             yield
 
 
+async def change_role(conn, name: str, role: int, from_role: int) -> bool:
+    """Move a person's stored role from ``from_role`` to ``role`` (a join accepted, a member leaving). The update is
+    announced on kb_auth_changed (migration 0011), so every service's token cache drops the sign-ins of the person and
+    of their agents, and the next call sees the new role. False, and nothing changed, when the stored role was not
+    ``from_role``."""
+    changed = await conn.fetchval(
+        "UPDATE principals SET role = $2 WHERE name = $1 AND kind = $3 AND role = $4 RETURNING name",
+        name,
+        role,
+        PERSON,
+        from_role,
+    )
+    return changed is not None
+
+
 @dataclass(frozen=True)
 class RoleSync:
     promoted: tuple[str, ...]  # now maintainers

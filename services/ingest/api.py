@@ -4,9 +4,10 @@ the server's interceptor turns it into its status (services/common/grpcserver.py
 """
 
 import grpc
+from google.protobuf import timestamp_pb2
 from kernelboard.v1 import events_pb2, ingest_pb2, ingest_pb2_grpc
 
-from contracts import names
+from contracts import limits, names
 from contracts.refusals import clip, invalid
 from services.common.auth import current_principal
 from services.ingest import domain, store
@@ -14,18 +15,28 @@ from services.ingest.app import Ingest
 from services.ingest.domain import Actor
 
 CHUNK_BYTES = 1024 * 1024
-TITLE_MAX_CHARS = 200
-REVIEW_MAX_CHARS = 64 * 1024
-MAX_FETCH_REFS = 10_000  # refs a fetch may name; there are as many as routes, jobs and pull requests
-MAX_FETCH_HAVE = 10_000  # commits of a fetch's `have` looked up; the rest only make the bundle larger
+GRPC_DEFAULT_RECEIVE_BYTES = 4 * 1024 * 1024
+TITLE_MAX_CHARS = limits.MAX_PULL_TITLE_CHARS
+REVIEW_MAX_CHARS = limits.MAX_REVIEW_BODY_CHARS
+MAX_FETCH_REFS = limits.MAX_FETCH_REFS
+MAX_FETCH_HAVE = limits.MAX_FETCH_HAVE
 MAX_TOKEN_TTL_S = 10 * 366 * 24 * 3600  # ten years; a longer lifetime would overflow the expiry's date
-TOKEN_MAX_CHARS = 200
+TOKEN_MAX_CHARS = limits.MAX_TOKEN_CHARS
 PULL_STATES = ("open", "merged")
 PRINCIPAL_KINDS = {
     events_pb2.PRINCIPAL_KIND_PERSON: names.PERSON,
     events_pb2.PRINCIPAL_KIND_AGENT: names.AGENT,
     events_pb2.PRINCIPAL_KIND_SERVICE: names.SERVICE,
 }
+
+
+def server_options(max_bundle_bytes: int) -> list[tuple[str, int]]:
+    """gRPC's own receive limit, well above the bundle limit: a unary Push carries the whole bundle in one message,
+    and one over the bundle limit must reach the size check, which refuses it with the documented message, instead
+    of gRPC's generic "Received message larger than max". Above twice the limit gRPC still cuts it (PushStream,
+    what `kb push` uses, is refused at the limit while it streams). Never below gRPC's default (4 MiB), which the other
+    RPCs' own checks count on."""
+    return [("grpc.max_receive_message_length", max(GRPC_DEFAULT_RECEIVE_BYTES, 2 * max_bundle_bytes + CHUNK_BYTES))]
 
 
 def caller() -> Actor:
@@ -99,6 +110,72 @@ def pull_message(pull: store.PullRow) -> ingest_pb2.PullRequest:
         merged_by=pull.merged_by,
         reviews=[ingest_pb2.Review(verdict=r.verdict, body=r.body, reviewer=r.reviewer) for r in pull.reviews],
     )
+
+
+def issue_number(value: int, field: str = "number") -> int:
+    """Issue numbers share pull requests' range (bigserial, handed out from 1)."""
+    return names.pull_number(value, field)
+
+
+def thread(request) -> tuple[int, int]:
+    """(issue number, pull number) of a comment request: exactly one is named, in range."""
+    which = request.WhichOneof("thread")
+    if which == "issue_number":
+        return issue_number(request.issue_number, "issue_number"), 0
+    if which == "pull_number":
+        return 0, names.pull_number(request.pull_number, "pull_number")
+    raise invalid("thread", "name the issue or the pull request: issue_number or pull_number")
+
+
+def page(request) -> tuple[int, int]:
+    """(page size, the cursor: the key after which the page starts) of a list request."""
+    return domain.page_size(request.page_size), domain.page_after(request.page_token)
+
+
+def timestamp(moment) -> timestamp_pb2.Timestamp:
+    stamp = timestamp_pb2.Timestamp()
+    stamp.FromDatetime(moment)
+    return stamp
+
+
+def issue_message(issue: store.IssueRow) -> ingest_pb2.Issue:
+    return ingest_pb2.Issue(
+        number=issue.number,
+        title=issue.title,
+        body=issue.body,
+        author=issue.author,
+        state=issue.state,
+        closed_by=issue.closed_by,
+        comments=issue.comments,
+        opened_at=timestamp(issue.opened_at),
+    )
+
+
+def comment_message(comment: store.CommentRow) -> ingest_pb2.Comment:
+    return ingest_pb2.Comment(
+        id=comment.id,
+        issue_number=comment.issue_number,
+        pull_number=comment.pull_number,
+        body=comment.body,
+        author=comment.author,
+        created_at=timestamp(comment.created_at),
+    )
+
+
+def join_message(request: store.JoinRow) -> ingest_pb2.JoinRequest:
+    return ingest_pb2.JoinRequest(
+        id=request.id,
+        name=request.name,
+        note=request.note,
+        state=request.state,
+        decided_by=request.decided_by,
+        decision_note=request.decision_note,
+        requested_at=timestamp(request.requested_at),
+    )
+
+
+def principal_message(p) -> ingest_pb2.Principal:
+    return ingest_pb2.Principal(name=p.name, kind=p.kind, owner=p.owner, role=p.role)
 
 
 def push_reply(result) -> ingest_pb2.PushReply:
@@ -191,6 +268,51 @@ class IngestServicer(ingest_pb2_grpc.IngestServicer):
     async def RevokeToken(self, request, context):
         token = request.token if len(request.token) <= TOKEN_MAX_CHARS else ""  # too long: no token of anyone's
         return ingest_pb2.RevokeTokenReply(principal=await self.ingest.revoke_token(caller(), token))
+
+    async def OpenIssue(self, request, context):
+        title = names.text(request.title, "title", domain.ISSUE_TITLE_MAX)
+        body = names.text(request.body, "body", domain.ISSUE_BODY_MAX, multiline=True)
+        return issue_message(await self.ingest.open_issue(caller(), title, body))
+
+    async def GetIssue(self, request, context):
+        return issue_message(await self.ingest.get_issue(issue_number(request.number)))
+
+    async def ListIssues(self, request, context):
+        state = domain.check_state_filter(request.state, domain.ISSUE_STATES)
+        issues, token = await self.ingest.list_issues(state, *page(request))
+        return ingest_pb2.ListIssuesReply(issues=[issue_message(i) for i in issues], next_page_token=token)
+
+    async def CloseIssue(self, request, context):
+        return issue_message(await self.ingest.set_issue_state(caller(), issue_number(request.number), "closed"))
+
+    async def ReopenIssue(self, request, context):
+        return issue_message(await self.ingest.set_issue_state(caller(), issue_number(request.number), "open"))
+
+    async def AddComment(self, request, context):
+        body = names.text(request.body, "body", domain.COMMENT_BODY_MAX, multiline=True)
+        comment = await self.ingest.add_comment(caller(), *thread(request), body)
+        return comment_message(comment)
+
+    async def ListComments(self, request, context):
+        comments, token = await self.ingest.list_comments(*thread(request), *page(request))
+        return ingest_pb2.ListCommentsReply(comments=[comment_message(c) for c in comments], next_page_token=token)
+
+    async def RequestJoin(self, request, context):
+        note = names.text(request.note, "note", domain.JOIN_NOTE_MAX, multiline=True)
+        return join_message(await self.ingest.request_join(caller(), note))
+
+    async def ListJoinRequests(self, request, context):
+        state = domain.check_state_filter(request.state, domain.JOIN_STATES, extra=("all",))
+        requests, token = await self.ingest.list_join_requests(caller(), state, *page(request))
+        return ingest_pb2.ListJoinRequestsReply(requests=[join_message(r) for r in requests], next_page_token=token)
+
+    async def DecideJoin(self, request, context):
+        name = names.person(request.name, "name")
+        note = names.text(request.note, "note", domain.JOIN_NOTE_MAX, multiline=True)
+        return join_message(await self.ingest.decide_join(caller(), name, request.accept, note))
+
+    async def LeaveProject(self, request, context):
+        return principal_message(await self.ingest.leave(caller()))
 
 
 def add_to_server(server: grpc.aio.Server, ingest: Ingest) -> list[str]:

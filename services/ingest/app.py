@@ -8,6 +8,7 @@ reconciles every git ref from the table, so a crash between the two never leaves
 without its ref.
 """
 
+import json
 import time
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -15,8 +16,8 @@ from datetime import timedelta
 from google.protobuf import json_format, struct_pb2
 from kernelboard.v1 import events_pb2
 
-from contracts import access, names, rules
-from contracts.refusals import not_found
+from contracts import access, limits, names, rules
+from contracts.refusals import check_length, not_found
 from services.common import auth, metrics
 from services.common.eventlog import EventLog, NewEvent
 from services.common.logs import bind_ids, get_logger
@@ -26,7 +27,7 @@ from services.ingest.domain import Actor, RefTarget, Refusal
 from services.ingest.gitrefs import GitRefFollower
 from services.ingest.gitrepo import HostedRepo, MergeConflict, UnbundleError
 
-DEFAULT_MAX_BUNDLE_BYTES = 64 * 1024 * 1024
+DEFAULT_MAX_BUNDLE_BYTES = limits.MAX_BUNDLE_BYTES
 
 PUSHES = metrics.counter(
     "kb_ingest_pushes_total",
@@ -64,6 +65,12 @@ class CheckedPush:
     changed_paths: list[str]
     metrics: dict[str, domain.Metrics] = field(default_factory=dict)
     rules: tuple[int, str] | None = None  # (benchmark version, scienceslack.json) when the tag moves
+
+
+def recorded_paths(paths: list[str]) -> list[str]:
+    """The changed paths a CommitIngested records: a commit of thousands of files (a job's results) is summed up
+    ("… and N more") within the event field's limit rather than refused; the push's reply lists them all."""
+    return limits.fit_list(paths, limits.EVENT_FIELD_BYTES["CommitIngested.changed_paths"])
 
 
 def refused_by_git(err: UnbundleError) -> Refusal:
@@ -165,7 +172,7 @@ class Ingest:
             if old == tip:
                 return PushResult(target.ref, tip, old, "")
             try:
-                async with self.repo.quarantine(bundle) as quarantine:
+                async with self.repo.quarantine(bundle, check_objects=domain.check_object_sizes) as quarantine:
                     checked = await self._check(quarantine, target, old, tip, main)
                     quarantine.migrate()
                 self.repo.migrated(quarantine)
@@ -208,32 +215,60 @@ class Ingest:
             raise domain.invalid("malformed_bundle", f"malformed bundle: objects reachable from {tip[:12]} are missing")
         domain.check_fast_forward(target, old, tip, bool(old) and await q.is_ancestor(old, tip))
         if target.kind == events_pb2.COMMIT_KIND_ROUTE:
-            domain.check_route_commits(target.route, await q.new_commits(tip, [old, main]))
+            await self._check_route_history(q, target.route, tip, old, main)
             domain.check_route_files(target.route, await q.tree_entries(tip, domain.route_folder(target.route)))
         checked = CheckedPush(target, old, tip, await q.changed_paths(old, tip))
+        domain.check_path_names(checked.changed_paths)
         if target.kind == events_pb2.COMMIT_KIND_TAG:
-            checked.rules = await self._check_rules(q, tip, main)
+            checked.rules = await self._check_rules(q, tip, main, old)
         for route in domain.reported_routes(target, checked.changed_paths):
             path = domain.metrics_path(route)
-            text = await q.read_file(tip, path)
-            if text is not None:
+            size = await q.file_size(tip, path)
+            if size is not None:
+                check_length(path, size, limits.MAX_METRICS_JSON_BYTES)  # from the object's header, before reading
+                text = await q.read_file(tip, path)
                 checked.metrics[route] = domain.parse_metrics(path, text.decode("utf-8", "replace"))
         return checked
 
-    async def _check_rules(self, objects, commit: str, main: str) -> tuple[int, str]:
+    async def _check_route_history(self, q, route: str, tip: str, old: str, main: str) -> None:
+        """The route rule for every commit the push brings and every parent (domain.route_commit_problem): the parents
+        it may build on are main's commits and the route's own."""
+        commits = await q.route_commits(tip, [old, main], route)
+        new = {c.sha for c in commits}
+        known = {}
+        for parent in {p for c in commits for p in c.parents if p not in new}:
+            if (main and await q.is_ancestor(parent, main)) or (old and await q.is_ancestor(parent, old)):
+                known[parent] = await q.outside_of(parent, route)
+        problem = domain.route_commit_problem(commits, known)
+        if problem is None:
+            return
+        if problem.kind == "outside":
+            parents = [c for c in commits if c.sha == problem.sha][0].parents
+            found = [await q.paths_outside(p, problem.sha, route) for p in parents]
+            dropped, changed = min(found, key=lambda pair: len(pair[0]) + len(pair[1]))
+        else:
+            dropped, changed = await q.paths_outside(main, problem.sha, route)
+        raise domain.refuse_route_commit(route, problem, dropped, changed)
+
+    async def _check_rules(self, objects, commit: str, main: str, previous: str) -> tuple[int, str]:
+        """The rules at ``commit`` if they may replace those at ``previous`` (the tag's value, "" before the first)."""
         if not main or not await objects.is_ancestor(commit, main):
             raise Refusal(
                 "FAILED_PRECONDITION",
                 "tag_not_on_main",
                 f"the tag checks marks a commit on main; {commit[:12]} is not on main (merge it first)",
             )
-        text = await objects.read_file(commit, rules.RULES_FILE)
-        if text is None:
+        size = await objects.file_size(commit, rules.RULES_FILE)
+        if size is None:
             raise domain.invalid("malformed_rules", f"{commit[:12]} has no {rules.RULES_FILE}")
+        check_length(rules.RULES_FILE, size, limits.MAX_RULES_JSON_BYTES)
+        text = await objects.read_file(commit, rules.RULES_FILE)
         try:
             approved = rules.parse(text)
         except rules.RulesError as err:
             raise domain.invalid("malformed_rules", f"{rules.RULES_FILE} at {commit[:12]}: {err}") from None
+        approved_before = await objects.read_file(previous, rules.RULES_FILE) if previous else None
+        domain.check_rules_change(json.loads(approved_before) if approved_before else {}, dict(approved.raw))
         return approved.benchmark_version, text.decode()
 
     async def rules_at_tag(self, conn=None) -> rules.Card:
@@ -252,7 +287,7 @@ class Ingest:
             route=target.route,
             job_id=target.job_id,
             pull_number=target.pull_number,
-            changed_paths=checked.changed_paths,
+            changed_paths=recorded_paths(checked.changed_paths),
             owner=access.owner_of(actor),
         )
         # Everything is computed before the transaction, and the appends come last in it: an append holds the log's
@@ -314,6 +349,9 @@ class Ingest:
             by_maintainer=actor.is_maintainer,
             reporter=actor.name,
             benchmark_version=version,
+            runner=reported.runner,
+            measured_at=reported.measured_at,
+            rules_commit=reported.rules_commit,
         )
 
     # --- routes ----------------------------------------------------------------------------------------------------
@@ -402,7 +440,7 @@ class Ingest:
                 kind=events_pb2.COMMIT_KIND_PULL,
                 route=route.route,
                 pull_number=number,
-                changed_paths=changed,
+                changed_paths=recorded_paths(changed),
                 owner=access.owner_of(actor),
             )
             await self.log.append(
@@ -445,12 +483,17 @@ class Ingest:
             merge_sha = await self.repo.merge(main, pull.head_sha, message, actor.name)
         except MergeConflict as err:
             raise Refusal("FAILED_PRECONDITION", "merge_conflict", f"pull request #{number}: {err}") from None
+        # Checked again against main as it is now: a merge into main changes only the route's folder, whatever the
+        # route's history let through (a head recorded before the route rule held for every commit).
+        dropped, changed = await self.repo.paths_outside(main, merge_sha, pull.route)
+        if dropped or changed:
+            raise domain.refuse_merge_outside_route(number, pull.route, dropped, changed)
         commit = events_pb2.CommitIngested(
             ref=domain.MAIN_REF,
             sha=merge_sha,
             parent=main,
             kind=events_pb2.COMMIT_KIND_MAIN,
-            changed_paths=await self.repo.changed_paths(main, merge_sha),
+            changed_paths=recorded_paths(await self.repo.changed_paths(main, merge_sha)),
             owner=access.owner_of(actor),
         )
         merged = events_pb2.PullRequestMerged(
@@ -514,3 +557,144 @@ class Ingest:
             await auth.revoke_token(conn, token)
         log.info("token revoked", principal=holder.name, actor=actor.name)
         return holder.name
+
+    # --- issues and comments ---------------------------------------------------------------------------------------
+
+    async def open_issue(self, actor: Actor, title: str, body: str) -> store.IssueRow:
+        if not domain.can_open_issue(actor):
+            raise domain.denied(f"{actor.name} may not open issues")
+        title, body = domain.non_empty("title", title), body.strip()
+        async with self.pool.acquire() as conn, conn.transaction():
+            number = await store.insert_issue(conn, title, body, actor.name, access.owner_of(actor))
+            opened = events_pb2.IssueOpened(
+                number=number, title=title, body=body, author=actor.name, author_owner=access.owner_of(actor)
+            )
+            await self.log.append(f"issue:{number}", 0, [NewEvent(opened, actor.name)], conn=conn)
+        log.info("issue opened", number=number, actor=actor.name)
+        return await self.get_issue(number)
+
+    async def get_issue(self, number: int) -> store.IssueRow:
+        issue = await store.get_issue(self.pool, number)
+        if issue is None:
+            raise Refusal("NOT_FOUND", "unknown_issue", f"no issue #{number}")
+        return issue
+
+    async def list_issues(self, state: str, size: int, after: int) -> tuple[list[store.IssueRow], str]:
+        """A page of issues, oldest first, after the cursor ``after``; the next page's token ("" when last)."""
+        issues = await store.list_issues(self.pool, state, after, size)
+        return issues, domain.next_page_token([i.number for i in issues], size)
+
+    async def set_issue_state(self, actor: Actor, number: int, to: str) -> store.IssueRow:
+        async with self.pool.acquire() as conn, conn.transaction():
+            issue = await store.get_issue(conn, number, for_update=True)
+            if issue is None:
+                raise Refusal("NOT_FOUND", "unknown_issue", f"no issue #{number}")
+            domain.check_issue_state_change(actor, number, issue.author, issue.author_owner, issue.state, to)
+            await store.set_issue_state(conn, number, to, actor.name)
+            if to == "closed":
+                changed = events_pb2.IssueClosed(number=number, closed_by=actor.name)
+            else:
+                changed = events_pb2.IssueReopened(number=number, reopened_by=actor.name)
+            await self.log.append(f"issue:{number}", None, [NewEvent(changed, actor.name)], conn=conn)
+        log.info("issue state changed", number=number, state=to, actor=actor.name)
+        return await self.get_issue(number)
+
+    async def add_comment(self, actor: Actor, issue_number: int, pull_number: int, body: str) -> store.CommentRow:
+        if not domain.can_comment(actor):
+            raise domain.denied(f"{actor.name} may not comment")
+        body = domain.non_empty("body", body)
+        async with self.pool.acquire() as conn, conn.transaction():
+            await self._check_thread(conn, issue_number, pull_number)
+            comment = await store.insert_comment(conn, issue_number, pull_number, body, actor.name)
+            added = events_pb2.CommentAdded(
+                comment_id=comment.id,
+                issue_number=issue_number,
+                pull_number=pull_number,
+                body=body,
+                author=actor.name,
+            )
+            stream = f"issue:{issue_number}" if issue_number else f"pull:{pull_number}"
+            await self.log.append(stream, None, [NewEvent(added, actor.name)], conn=conn)
+        log.info("comment added", issue=issue_number, pull=pull_number, comment_id=comment.id, actor=actor.name)
+        return comment
+
+    async def list_comments(
+        self, issue_number: int, pull_number: int, size: int, after: int
+    ) -> tuple[list[store.CommentRow], str]:
+        async with self.pool.acquire() as conn:
+            await self._check_thread(conn, issue_number, pull_number)
+            comments = await store.list_comments(conn, issue_number, pull_number, after, size)
+        return comments, domain.next_page_token([c.id for c in comments], size)
+
+    @staticmethod
+    async def _check_thread(conn, issue_number: int, pull_number: int) -> None:
+        """The issue or pull request a comment belongs to (the edge names exactly one) exists."""
+        if issue_number and await store.get_issue(conn, issue_number) is None:
+            raise Refusal("NOT_FOUND", "unknown_issue", f"no issue #{issue_number}")
+        if pull_number and await store.get_pull(conn, pull_number) is None:
+            raise Refusal("NOT_FOUND", "unknown_pull", f"no pull request #{pull_number}")
+
+    # --- joining the project ---------------------------------------------------------------------------------------
+
+    async def request_join(self, actor: Actor, note: str) -> store.JoinRow:
+        domain.check_join_request(actor)
+        note = note.strip()
+        async with self.pool.acquire() as conn, conn.transaction():
+            request = await store.insert_join_request(conn, actor.name, note)
+            if request is None:
+                raise Refusal("ALREADY_EXISTS", "join_pending", f"{actor.name} has asked to join already: pending")
+            asked = events_pb2.JoinRequested(request_id=request.id, name=actor.name, note=note)
+            await self.log.append(f"principal:{actor.name}", None, [NewEvent(asked, actor.name)], conn=conn)
+        log.info("join requested", principal=actor.name, request_id=request.id)
+        return request
+
+    async def list_join_requests(self, actor: Actor, state: str, size: int, after: int):
+        """Maintainers: a page of join requests in ``state`` ("": pending, "all": every state)."""
+        if not domain.can_decide_join(actor):
+            raise domain.denied(f"maintainer role needed to see join requests ({actor.name} is not a maintainer)")
+        state = "" if state == "all" else state or "pending"
+        requests = await store.list_join_requests(self.pool, state, after, size)
+        return requests, domain.next_page_token([r.id for r in requests], size)
+
+    async def decide_join(self, actor: Actor, name: str, accept: bool, note: str) -> store.JoinRow:
+        note = note.strip()
+        async with self.pool.acquire() as conn, conn.transaction():
+            request = await store.pending_join_request(conn, name, for_update=True)
+            domain.check_join_decision(actor, name, request is not None)
+            decided = await store.decide_join_request(
+                conn, request.id, "accepted" if accept else "declined", actor.name, note
+            )
+            events = [
+                events_pb2.JoinDecided(
+                    request_id=request.id, name=name, accepted=accept, decided_by=actor.name, note=note
+                )
+            ]
+            # A person who became a member meanwhile (e.g. by a maintainer's token) keeps their role.
+            if accept and await auth.change_role(conn, name, events_pb2.ROLE_MEMBER, events_pb2.ROLE_SIGNED_IN):
+                events.append(
+                    events_pb2.RoleChanged(
+                        name=name,
+                        role=events_pb2.ROLE_MEMBER,
+                        previous_role=events_pb2.ROLE_SIGNED_IN,
+                        cause="join accepted",
+                    )
+                )
+            await self.log.append(f"principal:{name}", None, [NewEvent(e, actor.name) for e in events], conn=conn)
+        log.info("join decided", principal=name, accepted=accept, actor=actor.name)
+        return decided
+
+    async def leave(self, actor: Actor) -> auth.Principal:
+        domain.check_leave(actor)
+        async with self.pool.acquire() as conn, conn.transaction():
+            if not await auth.change_role(conn, actor.name, events_pb2.ROLE_SIGNED_IN, events_pb2.ROLE_MEMBER):
+                raise Refusal("FAILED_PRECONDITION", "not_member", f"{actor.name} is not a project member")
+            left = events_pb2.RoleChanged(
+                name=actor.name,
+                role=events_pb2.ROLE_SIGNED_IN,
+                previous_role=events_pb2.ROLE_MEMBER,
+                cause="left the project",
+            )
+            await self.log.append(f"principal:{actor.name}", None, [NewEvent(left, actor.name)], conn=conn)
+            principal = await auth.get_principal(conn, actor.name)
+        log.info("member left", principal=actor.name)
+        return principal

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 
 from kernelboard.v1 import events_pb2
 
-from contracts import access, metrics, names
+from contracts import access, limits, metrics, names
 from contracts.access import Actor
 from contracts.metrics import Metrics
-from contracts.refusals import Refusal, clip, invalid
+from contracts.refusals import Refusal, clip, denied, invalid, too_large
 
 JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 OBJECT_ID = re.compile(r"^[0-9a-f]{40}$")
@@ -179,6 +179,37 @@ def bundle_tip(header: BundleHeader, target: RefTarget) -> str:
     return oid
 
 
+@dataclass(frozen=True)
+class NewObject:
+    """An object a push brings that no ref reaches yet, as its header tells (nothing of it read)."""
+
+    oid: str
+    type: str  # blob, tree, commit, tag
+    size: int  # inflated
+    path: str = ""  # where a tip's tree holds it ("" for commits and root trees)
+
+
+def check_object_sizes(
+    objects: Iterable[NewObject],
+    max_blob: int = limits.MAX_BLOB_BYTES,
+    max_total: int = limits.MAX_PUSH_INFLATED_BYTES,
+) -> None:
+    """A pushed file may not inflate beyond ``max_blob``, nor all pushed objects beyond ``max_total``: a bundle
+    within its size limit can still hold a file that inflates a thousandfold."""
+    total = 0
+    for obj in objects:
+        total += obj.size
+        if obj.type == "blob" and obj.size > max_blob:
+            raise too_large(
+                "file_too_large",
+                f"{obj.path or obj.oid[:12]} is {obj.size} bytes (inflated), over the limit of {max_blob} bytes a file",
+            )
+    if total > max_total:
+        raise too_large(
+            "push_too_large", f"the push brings {total} bytes of objects (inflated), over the limit of {max_total}"
+        )
+
+
 def check_size(size: int, limit: int) -> None:
     if size > limit:
         raise Refusal("RESOURCE_EXHAUSTED", "too_large", f"bundle of {size} bytes exceeds the limit of {limit} bytes")
@@ -198,14 +229,6 @@ def check_fast_forward(target: RefTarget, old: str, new: str, old_is_ancestor: b
         )
 
 
-@dataclass(frozen=True)
-class NewCommit:
-    """A commit a push brings, with the paths it changes relative to each of its parents (a root: all its paths)."""
-
-    sha: str
-    changes_by_parent: tuple[tuple[str, ...], ...]
-
-
 def route_folder(route: str) -> str:
     return f"routes/{route}/"
 
@@ -215,21 +238,108 @@ def outside_route(route: str, paths: Iterable[str]) -> list[str]:
     return [p for p in paths if not p.startswith(folder)]
 
 
-def check_route_commits(route: str, commits: Sequence[NewCommit]) -> None:
-    """Every commit a route push brings touches only ``routes/<route>/``: against at least one of its parents, all its
-    changes lie inside that folder. So a plain commit must stay inside, and a merge that takes in main (whose commits
-    are not new) is fine, while a commit that edits anything else is refused by name."""
+@dataclass(frozen=True)
+class RouteCommit:
+    """A commit a route push brings: its parents, and what its tree holds outside ``routes/<route>/`` (a value
+    that is equal for two commits exactly when their trees are equal outside that folder)."""
+
+    sha: str
+    parents: tuple[str, ...]
+    outside: object
+
+
+@dataclass(frozen=True)
+class RouteCommitProblem:
+    sha: str
+    kind: str  # "orphan" | "unrelated_parent" | "outside"
+    parent: str = ""  # for unrelated_parent: the parent that is neither on main nor on the route
+
+
+def route_commit_problem(commits: Sequence[RouteCommit], known: dict[str, object]) -> RouteCommitProblem | None:
+    """The route rule for every commit and every parent (``commits`` parents first). ``known``: the commits already
+    in the repository that a route may build on (main's history and the route's own), with their ``outside``.
+
+    A commit is sound when it has parents, each parent is sound (known, or a sound commit of this push), and its tree
+    outside the route's folder equals one parent's. By induction that tree equals main's at some commit main has had:
+    a plain commit changes only the folder; a merge of main takes main's files as they are; an orphan is refused
+    whatever its tree holds, and with it every merge of a history unrelated to main's (such a history has a root).
+    Commits of other refs (another route's) are not known: they are checked like the push's own."""
+    sound = dict(known)
     for commit in commits:
-        outside = [outside_route(route, changes) for changes in commit.changes_by_parent]
-        if any(not paths for paths in outside):
-            continue
-        stray = min(outside, key=len)
-        raise invalid(
-            "path_outside_route",
-            f"commit {commit.sha[:12]} touches {stray[0]!r}"
-            + (f" and {len(stray) - 1} more paths" if len(stray) > 1 else "")
-            + f" outside {route_folder(route)}: a route's commits change only its own folder",
+        if not commit.parents:
+            return RouteCommitProblem(commit.sha, "orphan")
+        unrelated = [p for p in commit.parents if p not in sound]
+        if unrelated:
+            return RouteCommitProblem(commit.sha, "unrelated_parent", unrelated[0])
+        if not any(sound[p] == commit.outside for p in commit.parents):
+            return RouteCommitProblem(commit.sha, "outside")
+        sound[commit.sha] = commit.outside
+    return None
+
+
+def _some_paths(paths: Sequence[str]) -> str:
+    shown = ", ".join(repr(p) for p in paths[:3])
+    return shown + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+
+
+def refuse_route_commit(route: str, problem: RouteCommitProblem, dropped: Sequence[str], changed: Sequence[str]):
+    """The refusal for a route commit, naming the paths outside the folder it would drop or change (against main
+    for an orphan or an unrelated merge, against its closest parent otherwise)."""
+    folder = route_folder(route)
+    effect = "; ".join(
+        part
+        for part in (
+            f"it would drop {_some_paths(dropped)}" if dropped else "",
+            f"it would change {_some_paths(changed)}" if changed else "",
         )
+        if part
+    )
+    if problem.kind == "orphan":
+        return invalid(
+            "orphan_commit",
+            f"commit {problem.sha[:12]} has no parent (a history unrelated to main's): a route's history grows from "
+            f"main's, and against main {effect or 'it replaces the history'} outside {folder}",
+        )
+    if problem.kind == "unrelated_parent":
+        return invalid(
+            "unrelated_history",
+            f"commit {problem.sha[:12]} merges {problem.parent[:12]}, which is neither on main nor on route "
+            f"{route!r} (an unrelated history): against main {effect or 'it brings another history'} outside {folder}",
+        )
+    stray = [*dropped, *changed]
+    return invalid(
+        "path_outside_route",
+        f"commit {problem.sha[:12]} touches {stray[0]!r}"
+        + (f" and {len(stray) - 1} more paths" if len(stray) > 1 else "")
+        + f" outside {folder}: a route's commits change only its own folder"
+        + (f" ({effect})" if dropped else ""),
+    )
+
+
+def refuse_merge_outside_route(number: int, route: str, dropped: Sequence[str], changed: Sequence[str]) -> Refusal:
+    effect = ", ".join(
+        part
+        for part in (
+            f"drop {_some_paths(dropped)}" if dropped else "",
+            f"change {_some_paths(changed)}" if changed else "",
+        )
+        if part
+    )
+    return Refusal(
+        "FAILED_PRECONDITION",
+        "merge_outside_route",
+        f"pull request #{number}: merging it would {effect} outside {route_folder(route)} of main; "
+        "a route merges only its own folder",
+    )
+
+
+def check_path_names(paths: Iterable[str]) -> None:
+    """Paths the log records are UTF-8 text (git allows any bytes; the adapter keeps the others as surrogates)."""
+    for path in paths:
+        try:
+            path.encode("utf-8")
+        except UnicodeEncodeError:
+            raise invalid("path_not_utf8", f"path {clip(path)} is not UTF-8: name files in UTF-8") from None
 
 
 REGULAR_FILE_MODES = {"100644", "100755"}
@@ -308,3 +418,199 @@ def check_review(verdict: int, state: str, number: int) -> None:
 def check_open(state: str, number: int) -> None:
     if state != "open":
         raise Refusal("FAILED_PRECONDITION", "pull_closed", f"pull request #{number} is {state}, not open")
+
+
+# --- the rules guard -----------------------------------------------------------------------------------------------
+
+# What decides how a result is judged (docs/ARCHITECTURE.md, rules): a change to any of these makes old and new results
+# incomparable, so it needs a new benchmark.version (a new board). Everything else in scienceslack.json (the task's
+# wording, the name, status, maintainers, limits) may change on the same board.
+JUDGING_FIELDS = (
+    ("guardrails",),
+    ("benchmark", "kernels"),
+    ("benchmark", "score_rule"),
+    ("benchmark", "metric"),
+    ("benchmark", "baseline"),
+    ("benchmark", "verifier_versions"),
+    ("benchmark", "verifier_version"),
+    ("checks",),
+)
+MISSING = object()
+
+
+def _at(rules: dict, path: tuple[str, ...]):
+    value = rules
+    for key in path:
+        if not isinstance(value, dict) or key not in value:
+            return MISSING
+        value = value[key]
+    return value
+
+
+def _leaf_differences(prefix: str, old, new) -> list[str]:
+    """The dotted paths where two JSON values differ, down to the first non-object level."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = []
+        for key in sorted(set(old) | set(new), key=str):
+            out += _leaf_differences(f"{prefix}.{key}", old.get(key, MISSING), new.get(key, MISSING))
+        return out
+    return [] if old == new and type(old) is type(new) else [prefix]
+
+
+def judging_differences(old: dict, new: dict) -> list[str]:
+    """The fields that judge results (JUDGING_FIELDS) whose values differ between two versions of the rules, as dotted
+    paths (``guardrails.atol``, ``benchmark.kernels``, ``checks``)."""
+    differences = []
+    for path in JUDGING_FIELDS:
+        differences += _leaf_differences(".".join(path), _at(old, path), _at(new, path))
+    return differences
+
+
+def check_rules_change(old: dict, new: dict) -> None:
+    """Approving ``new`` over the approved ``old`` rules: the same version may change only what does not judge; a
+    version that judges differently must be higher; a version never goes down. No approved rules yet: anything."""
+    if not old:
+        return
+    old_version = _at(old, ("benchmark", "version"))
+    new_version = _at(new, ("benchmark", "version"))
+    if not isinstance(old_version, int) or not isinstance(new_version, int):
+        return  # validation (load_rules) has refused a new version that is not a number; old rules predate it
+    if new_version < old_version:
+        raise Refusal(
+            "FAILED_PRECONDITION",
+            "version_lowered",
+            f"benchmark.version {new_version} is below the approved {old_version}: a version never goes down",
+        )
+    if new_version > old_version:
+        return  # a new board
+    differences = judging_differences(old, new)
+    if differences:
+        shown = ", ".join(differences[:20]) + (f" and {len(differences) - 20} more" if len(differences) > 20 else "")
+        raise Refusal(
+            "FAILED_PRECONDITION",
+            "judging_changed",
+            f"these rules judge differently from the approved ones ({shown}) but keep benchmark.version "
+            f"{old_version}: raise benchmark.version to {old_version + 1} so that a new board starts",
+        )
+
+
+# --- issues, comments and joining: who may do what (pure; named for contracts/access.py) ---------------------------
+
+ISSUE_TITLE_MAX = 200
+ISSUE_BODY_MAX = 20_000
+COMMENT_BODY_MAX = 20_000
+JOIN_NOTE_MAX = 1_000
+PAGE_SIZE_DEFAULT = 50
+PAGE_SIZE_MAX = 200
+ISSUE_STATES = ("open", "closed")
+JOIN_STATES = ("pending", "accepted", "declined")
+
+
+def non_empty(field_name: str, text: str) -> str:
+    """Text the edge has bounded and cleared of control characters (contracts.names.text), stripped; a title or a
+    comment of nothing but spaces is refused."""
+    text = text.strip()
+    if not text:
+        raise invalid(f"{field_name}_empty", f"{field_name} is empty")
+    return text
+
+
+def check_bundle_size(size: int, limit: int) -> None:
+    if size > limit:
+        raise Refusal("RESOURCE_EXHAUSTED", "too_large", f"bundle of {size} bytes exceeds the limit of {limit} bytes")
+    if size == 0:
+        raise invalid("malformed_bundle", "malformed bundle: it is empty")
+
+
+def page_size(requested: int) -> int:
+    if requested < 0:
+        raise invalid("page_size", f"page_size must be >= 0, got {requested}")
+    return min(requested or PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX)
+
+
+def page_after(token: str) -> int:
+    """A list's cursor: the id or number of the last item of the previous page ("" = from the start)."""
+    if not token:
+        return 0
+    if len(token) > 20 or not token.isdigit() or token.startswith("0"):
+        raise invalid("page_token", f"page_token {clip(token)} is not one this service gave out")
+    return int(token)
+
+
+def next_page_token(keys: list[int], size: int) -> str:
+    """A full page may have a successor: its last key is the cursor; a short page is the last."""
+    return str(keys[-1]) if len(keys) == size else ""
+
+
+def check_state_filter(state: str, states: Sequence[str], *, extra: Sequence[str] = ()) -> str:
+    if state and state not in (*states, *extra):
+        raise invalid("state", f"state {clip(state)}: one of {', '.join((*states, *extra))} (or empty)")
+    return state
+
+
+def can_open_issue(actor: Actor) -> bool:
+    """Anyone signed in opens issues (people, their agents, services alike)."""
+    return bool(actor.name)
+
+
+def can_comment(actor: Actor) -> bool:
+    """Anyone signed in comments on issues and pull requests, open or not."""
+    return bool(actor.name)
+
+
+def can_close_issue(actor: Actor, author: str, author_owner: str) -> bool:
+    """The issue's author, the person it acts for (an agent's owner) or the person's other agents, and maintainers."""
+    return actor.is_maintainer or actor.name == author or access.owner_of(actor) == author_owner
+
+
+can_reopen_issue = can_close_issue
+
+
+def can_request_join(actor: Actor) -> bool:
+    """People ask to join; an agent takes its owner's role and a service has none to gain."""
+    return actor.kind == PERSON
+
+
+def can_decide_join(actor: Actor) -> bool:
+    """Maintainers accept and decline join requests (and see them)."""
+    return actor.is_maintainer
+
+
+def can_leave(actor: Actor) -> bool:
+    """A member person leaves; maintainers are named in scienceslack.json and leave by a rules change."""
+    return actor.kind == PERSON and actor.role == events_pb2.ROLE_MEMBER
+
+
+def check_issue_state_change(actor: Actor, number: int, author: str, author_owner: str, state: str, to: str) -> None:
+    if not can_close_issue(actor, author, author_owner):
+        verb = "close" if to == "closed" else "reopen"
+        raise denied(f"only the author of issue #{number} ({author}) and maintainers {verb} it; {actor.name} may not")
+    if state == to:
+        raise Refusal("FAILED_PRECONDITION", f"issue_{to}", f"issue #{number} is {state} already")
+
+
+def check_join_request(actor: Actor) -> None:
+    if not can_request_join(actor):
+        raise denied(f"people ask to join, not agents or services ({actor.name}); ask as {access.owner_of(actor)}")
+    if actor.role >= events_pb2.ROLE_MEMBER:
+        raise Refusal("FAILED_PRECONDITION", "already_member", f"{actor.name} is a project member already")
+
+
+def check_join_decision(actor: Actor, name: str, pending: bool) -> None:
+    if not can_decide_join(actor):
+        raise denied(f"maintainer role needed to decide join requests ({actor.name} is not a maintainer)")
+    if not pending:
+        raise Refusal("NOT_FOUND", "no_join_request", f"{clip(name)} has no pending join request")
+
+
+def check_leave(actor: Actor) -> None:
+    if actor.kind != PERSON:
+        raise denied(f"people leave the project, not agents or services ({actor.name})")
+    if actor.is_maintainer:
+        raise Refusal(
+            "FAILED_PRECONDITION",
+            "maintainer_leaves",
+            f"{actor.name} is a maintainer, named in scienceslack.json: a rules change removes a maintainer",
+        )
+    if not can_leave(actor):
+        raise Refusal("FAILED_PRECONDITION", "not_member", f"{actor.name} is not a project member")
