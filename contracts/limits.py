@@ -50,7 +50,7 @@ MAX_REVIEW_BODY_CHARS = 64 * KIB
 MAX_TOKEN_CHARS = 200
 # Lists in a request.
 MAX_FETCH_REFS = 10_000  # refs a fetch may name; there are as many as routes, jobs and pull requests
-MAX_FETCH_HAVE = 10_000  # commits a fetch may say it has
+MAX_FETCH_HAVE = 10_000  # commits of a fetch's `have` looked up; the rest only make the bundle larger
 
 
 def fit_list(items: list[str], limit_bytes: int) -> list[str]:

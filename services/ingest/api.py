@@ -86,10 +86,8 @@ def token_request(request: ingest_pb2.CreateTokenRequest) -> tuple[str, int, int
 def fetch_request(request: ingest_pb2.FetchRequest) -> tuple[list[str], list[str]]:
     if len(request.refs) > MAX_FETCH_REFS:
         raise invalid("too_many_refs", f"a fetch names at most {MAX_FETCH_REFS} refs, not {len(request.refs)}")
-    if len(request.have) > MAX_FETCH_HAVE:
-        raise invalid("too_many_have", f"a fetch lists at most {MAX_FETCH_HAVE} commits, not {len(request.have)}")
-    # `have` only narrows the bundle: what is not a commit id of this repository is ignored, as git does.
-    have = [sha for sha in request.have if names.OBJECT_ID.matches(sha)]
+    # `have` only narrows the bundle: past the first MAX_FETCH_HAVE, and what is not a commit id, it is ignored.
+    have = [sha for sha in request.have[:MAX_FETCH_HAVE] if names.OBJECT_ID.matches(sha)]
     return [hosted_ref(ref, "refs") for ref in request.refs], have
 
 

@@ -108,7 +108,8 @@ class Ingest:
 
     async def _refs_git_can_take(self) -> dict[str, str]:
         """The recorded refs, less the rows git could not take, which are set aside: an ill-formed name (an older
-        version let ``routes/x-y\n`` in, and git refused it on every start) or a commit the repository lacks."""
+        version let ``routes/x-y\n`` in, and git refused it on every start) or a commit the repository lacks. A
+        route row with such a name is set aside too, so that no listing prints it."""
         set_aside = SetAside("ingest_reconcile")
         good = {}
         for ref, sha in (await store.ref_values(self.pool)).items():
@@ -123,7 +124,12 @@ class Ingest:
                 moved = await store.set_ref_aside(conn, ref, sha, reason)
             if moved:
                 set_aside.record(ref, reason, sha=sha)
-        set_aside.finish(await store.refs_set_aside(self.pool))
+        for route in await store.list_routes(self.pool):
+            if not names.is_route(route.route):
+                async with self.pool.acquire() as conn:
+                    moved = await store.set_route_aside(conn, route.route, "not a route name")
+                set_aside.record(route.route, "not a route name" + ("" if moved else " (pull requests refer to it)"))
+        set_aside.finish(await store.records_set_aside(self.pool))
         return good
 
     # --- push ------------------------------------------------------------------------------------------------------

@@ -222,6 +222,10 @@ async def test_ingest_starts_with_a_bad_ref_row_set_aside(stack, tmp_path):
     async with stack.log.pool.acquire() as conn:
         for ref, sha in bad.items():
             await conn.execute("INSERT INTO ingest_refs (ref, sha, updated_by) VALUES ($1, $2, 'old-code')", ref, sha)
+        await conn.execute(
+            "INSERT INTO ingest_routes (route, owner, started_by, base_sha) VALUES ('x-y\n', 'mallory', 'mallory', $1)",
+            "1" * 40,
+        )
     before = REGISTRY.get_sample_value("kb_records_set_aside", {"step": "ingest_reconcile"}) or 0
     restarted = Ingest(stack.log, HostedRepo(stack.home / "repo.git"), max_bundle_bytes=MAX_BUNDLE_BYTES)
     await restarted.start()
@@ -234,7 +238,8 @@ async def test_ingest_starts_with_a_bad_ref_row_set_aside(stack, tmp_path):
         assert set(bad) <= set(aside)
         assert "not a well-formed hosted ref" in aside["refs/heads/routes/x-y\n"]
         assert "not a commit" in aside["refs/heads/routes/lost"]
-        assert REGISTRY.get_sample_value("kb_records_set_aside", {"step": "ingest_reconcile"}) >= before + 2
+        assert REGISTRY.get_sample_value("kb_records_set_aside", {"step": "ingest_reconcile"}) >= before + 3
+        assert "x-y\n" not in {route.route for route in await store.list_routes(stack.log.pool)}
         # and the service it restarted serves routes, pushes and fetches
         started = await start_server(
             "ingest", lambda server: add_to_server(server, restarted), port=0, pool=stack.log.pool

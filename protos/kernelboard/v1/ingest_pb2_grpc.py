@@ -210,7 +210,7 @@ class IngestServicer:
 
     def Fetch(self, request, context):
         """A bundle of the named refs (default: main, the tag checks and every route).
-        Statuses: INVALID_ARGUMENT (a bad ref, too many refs or commits), NOT_FOUND (no such ref), FAILED_PRECONDITION
+        Statuses: INVALID_ARGUMENT (a bad ref, too many refs), NOT_FOUND (no such ref), FAILED_PRECONDITION
         (nothing hosted yet)
         Limits: at most 10,000 refs and 10,000 have.
         """
@@ -247,7 +247,7 @@ class IngestServicer:
 
     def FetchStream(self, request, context):
         """Fetch in chunks.
-        Statuses: INVALID_ARGUMENT (a bad ref, too many refs or commits), NOT_FOUND (no such ref), FAILED_PRECONDITION
+        Statuses: INVALID_ARGUMENT (a bad ref, too many refs), NOT_FOUND (no such ref), FAILED_PRECONDITION
         (nothing hosted yet)
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
