@@ -200,11 +200,13 @@ def check_once(problem, ref, ours, device, seed: int, variant) -> dict:
         del oracle_model
         err_ref = rel_error(ref_out, oracle_out)
         poison_memory(ref_out.numel(), device)
-        ours.variant = variant
         before = [x.sum(dtype=torch.float64) for x in inputs]
-        out = ours(*inputs)
-        sync(device)
-        ours.variant = None
+        ours.variant = variant
+        try:  # a variant that fails to build must not stay selected for the shipped version's timing
+            out = ours(*inputs)
+            sync(device)
+        finally:
+            ours.variant = None
         close = allclose_report(out, ref_out)
         err_ours = rel_error(out, oracle_out)
         inputs_kept = all(bool(a == x.sum(dtype=torch.float64)) for a, x in zip(before, inputs, strict=True))
@@ -295,7 +297,8 @@ def run_problem(pid: str, args, timer, compiled_cache: dict) -> dict:
                 rec["variant_ms"][v], _ = timer.median_ms(lambda: ours(*inputs), args.variant_runs)
             except Exception as e:
                 rec["variant_checks"][v]["timing_error"] = f"{type(e).__name__}: {e}"[:1000]
-            ours.variant = None
+            finally:
+                ours.variant = None
         # the shipped version once more, to see the run-to-run spread next to the variants' differences
         if "error" not in rec:
             rec["ours_ms_again"], _ = timer.median_ms(lambda: ours(*inputs), args.runs)
