@@ -42,8 +42,21 @@ def test_derive_recomputes_the_recorded_ratios(bench, recorded):
 
 def test_render_has_one_row_per_problem_and_the_geomean(bench, recorded):
     text = bench.render(recorded)
-    rows = [line for line in text.splitlines() if line.startswith("| ") and not line.startswith("| problem")]
-    assert [row.split(" | ")[0][2:] for row in rows] == list(bench.PROBLEM_IDS)
+    busy, idle = text.split("Timed from an idle GPU")
+
+    def row_ids(part):
+        return [
+            line.split(" | ")[0][2:] for line in part.splitlines() if line.startswith("| ") and "problem" not in line
+        ]
+
+    assert row_ids(busy) == list(bench.PROBLEM_IDS)
+    # the idle table: every problem the recorded run timed from idle (matmul's record predates it)
+    assert row_ids(idle) == [p for p in bench.PROBLEM_IDS if "ours_idle_ms" in recorded["problems"][p]]
+    assert len(row_ids(idle)) == 11
+    idle_speedups = [
+        r["eager_idle_ms"] / r["ours_idle_ms"] for r in recorded["problems"].values() if "ours_idle_ms" in r
+    ]
+    assert f"**ours {math.exp(sum(map(math.log, idle_speedups)) / len(idle_speedups)):.2f}×**" in idle
     speedups = [r["eager_ms"] / r["ours_ms"] for r in recorded["problems"].values()]
     geomean = math.exp(sum(map(math.log, speedups)) / len(speedups))
     assert f"**ours {geomean:.2f}×**" in text
