@@ -52,11 +52,6 @@ def test_what_triton_specialises_on_changes_the_key():
     assert _key(x[:64], y, 64, warps=8) != base
 
 
-def test_unsupported_argument_types_are_refused():
-    with pytest.raises(TypeError):
-        launcher.specialisation_key(_scale, (1, 1, 1), ("x",), {}, 4, None)
-
-
 @pytest.mark.parametrize("n", [1, 17, 100])
 def test_launch_under_the_interpreter_runs_the_kernel_each_call(n, gen):
     for _ in range(2):
