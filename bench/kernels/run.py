@@ -462,7 +462,7 @@ def idle_lines(rows: list[dict]) -> list[str]:
     lines += [
         "",
         f"Geometric mean speed-up over eager, both timed from idle, across {len(rows)} problems: **ours {g_idle:.2f}×**"
-        f", torch.compile {g_comp:.2f}× (the verifier's score is this number, measured by the harness itself).",
+        f", torch.compile {g_comp:.2f}× (the verifier's score is the same geometric mean, from the harness's own run).",
         "",
     ]
     return lines
