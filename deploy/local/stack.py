@@ -355,6 +355,8 @@ def missing_packages(ctx: Context) -> list[str]:
     nats_host, nats_port = host_port(ctx.nats_url, 4222)
     if nats_info(nats_host, nats_port) is None and not shutil.which("nats-server"):
         packages.append("nats-server")
+    if not shutil.which("bwrap"):  # bubblewrap confines route code in checks and jobs (services/common/confine.py)
+        packages.append("bubblewrap")
     # `make test` right after `make up` runs every test: the alert rules and scrape tests need promtool and prometheus
     # (tests/ops), which Debian's prometheus package holds. Its service is not started (services_not_autostarted).
     if not (shutil.which("promtool") and shutil.which("prometheus")):
@@ -478,6 +480,16 @@ def slurm_conf_from(output: str, layout: Layout) -> str | None:
             return line.split("=", 1)[1].strip()
     conventional = layout.home / "slurm" / "etc" / "slurm.conf"
     return str(conventional) if conventional.exists() else None
+
+
+def step_job_user(ctx: Context) -> str:
+    """The unprivileged user route code runs as, in checks (services/common/confine.py) and in Slurm jobs:
+    deploy/local/slurm/job-user.sh (idempotent; also checks it can enter a user namespace, which a job's sandbox
+    needs). up.sh runs it too, but a reused cluster skips up.sh."""
+    script = ctx.layout.repo / "deploy" / "local" / "slurm" / "job-user.sh"
+    if not script.exists():
+        return "skipped: deploy/local/slurm/job-user.sh is not in this checkout"
+    return run(["bash", str(script)], "the job user (deploy/local/slurm/job-user.sh)", 60).stdout.strip()
 
 
 def postgres_data_dir(layout: Layout) -> Path:
@@ -836,6 +848,7 @@ def context_from_env() -> Context:
 def prepare(ctx: Context) -> None:
     """What the tests need too: packages, the venv, Slurm, PostgreSQL and NATS answering; .ci/run stops here."""
     step("Debian packages", lambda: step_packages(ctx))
+    step("job user (checks and Slurm jobs run as it)", lambda: step_job_user(ctx))
     step("Python venv (.venv, requirements.txt)", lambda: step_venv(ctx))
     step("Slurm", lambda: step_slurm(ctx))
     step("PostgreSQL", lambda: step_postgres(ctx))
