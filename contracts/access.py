@@ -119,6 +119,12 @@ class Action(Enum):
     SUBMIT_JOB = "submit a job"
     CANCEL_JOB = "cancel a job"
     RELEASE_JOB = "release a job"
+    OPEN_ISSUE = "open an issue"
+    COMMENT = "comment on an issue or pull request"
+    CLOSE_ISSUE = "close or reopen an issue"
+    REQUEST_JOIN = "ask to join the project"
+    DECIDE_JOIN = "see and decide join requests"
+    LEAVE = "leave the project"
     CREATE_TOKEN = "create a token"
     REVOKE_TOKEN = "revoke a token"
     SET_STATUS = "set a board's status"
@@ -188,6 +194,30 @@ def _maintainer_role(actor: Actor, action: Action, _target: Target) -> Refusal |
     return _role(actor, MAINTAINER, action)
 
 
+def _author_or_maintainer(actor: Actor, action: Action, target: Target) -> Refusal | None:
+    """An issue: its author, the person the author acts for (and that person's agents), maintainers."""
+    if not actor.via_host and (actor.is_maintainer or actor.name == target.name or actor.owner == target.owner):
+        return None
+    return denied(
+        f"only the author of {target.label or 'it'} ({target.name}), the person it acts for and maintainers may "
+        f"{action.value}; {actor.name} may not",
+        "owner",
+    )
+
+
+def _ask_to_join(actor: Actor, action: Action, _target: Target) -> Refusal | None:
+    """People ask to join: an agent takes its owner's role, and a service has none to gain."""
+    if actor.in_person:
+        return None
+    return denied(f"people ask to join, not agents or services ({actor.name}); ask as {actor.owner}", "not_in_person")
+
+
+def _leave(actor: Actor, action: Action, _target: Target) -> Refusal | None:
+    if actor.in_person:
+        return None
+    return denied(f"people leave the project, not agents or services ({actor.name})", "not_in_person")
+
+
 def _create_token(actor: Actor, action: Action, target: Target) -> Refusal | None:
     if actor.via_host:
         return None  # the operator holds the database: `kb admin token issue`
@@ -238,6 +268,14 @@ RULES: dict[Action, Rule] = {
     Action.SUBMIT_JOB: Rule("the route's owner, the owner's agents, maintainers", _owner_or_maintainer),
     Action.CANCEL_JOB: Rule("the job's owner, the owner's agents, maintainers", _owner_or_maintainer),
     Action.RELEASE_JOB: Rule("the maintainer role (an agent of a maintainer too)", _maintainer_role),
+    Action.OPEN_ISSUE: Rule("anyone signed in", _signed_in),
+    Action.COMMENT: Rule("anyone signed in", _signed_in),
+    Action.CLOSE_ISSUE: Rule(
+        "the issue's author, the person it acts for and that person's agents, maintainers", _author_or_maintainer
+    ),
+    Action.REQUEST_JOIN: Rule("people, in person", _ask_to_join),
+    Action.DECIDE_JOIN: Rule("the maintainer role", _maintainer_role),
+    Action.LEAVE: Rule("people, in person (a member; maintainers leave by a rules change)", _leave),
     Action.CREATE_TOKEN: Rule(
         "a person for itself and its agents; a maintainer in person for anyone, and only they register members; "
         "an operator on the host",

@@ -561,8 +561,7 @@ class Ingest:
     # --- issues and comments ---------------------------------------------------------------------------------------
 
     async def open_issue(self, actor: Actor, title: str, body: str) -> store.IssueRow:
-        if not domain.can_open_issue(actor):
-            raise domain.denied(f"{actor.name} may not open issues")
+        access.require(actor, access.Action.OPEN_ISSUE)
         title, body = domain.non_empty("title", title), body.strip()
         async with self.pool.acquire() as conn, conn.transaction():
             number = await store.insert_issue(conn, title, body, actor.name, access.owner_of(actor))
@@ -600,8 +599,7 @@ class Ingest:
         return await self.get_issue(number)
 
     async def add_comment(self, actor: Actor, issue_number: int, pull_number: int, body: str) -> store.CommentRow:
-        if not domain.can_comment(actor):
-            raise domain.denied(f"{actor.name} may not comment")
+        access.require(actor, access.Action.COMMENT)
         body = domain.non_empty("body", body)
         async with self.pool.acquire() as conn, conn.transaction():
             await self._check_thread(conn, issue_number, pull_number)
@@ -650,8 +648,7 @@ class Ingest:
 
     async def list_join_requests(self, actor: Actor, state: str, size: int, after: int):
         """Maintainers: a page of join requests in ``state`` ("": pending, "all": every state)."""
-        if not domain.can_decide_join(actor):
-            raise domain.denied(f"maintainer role needed to see join requests ({actor.name} is not a maintainer)")
+        access.require(actor, access.Action.DECIDE_JOIN)
         state = "" if state == "all" else state or "pending"
         requests = await store.list_join_requests(self.pool, state, after, size)
         return requests, domain.next_page_token([r.id for r in requests], size)

@@ -12,7 +12,7 @@ from kernelboard.v1 import events_pb2
 from contracts import access, limits, metrics, names
 from contracts.access import Actor
 from contracts.metrics import Metrics
-from contracts.refusals import Refusal, clip, denied, invalid, too_large
+from contracts.refusals import Refusal, clip, invalid, too_large
 
 JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 OBJECT_ID = re.compile(r"^[0-9a-f]{40}$")
@@ -548,69 +548,33 @@ def check_state_filter(state: str, states: Sequence[str], *, extra: Sequence[str
     return state
 
 
-def can_open_issue(actor: Actor) -> bool:
-    """Anyone signed in opens issues (people, their agents, services alike)."""
-    return bool(actor.name)
-
-
-def can_comment(actor: Actor) -> bool:
-    """Anyone signed in comments on issues and pull requests, open or not."""
-    return bool(actor.name)
-
-
-def can_close_issue(actor: Actor, author: str, author_owner: str) -> bool:
-    """The issue's author, the person it acts for (an agent's owner) or the person's other agents, and maintainers."""
-    return actor.is_maintainer or actor.name == author or access.owner_of(actor) == author_owner
-
-
-can_reopen_issue = can_close_issue
-
-
-def can_request_join(actor: Actor) -> bool:
-    """People ask to join; an agent takes its owner's role and a service has none to gain."""
-    return actor.kind == PERSON
-
-
-def can_decide_join(actor: Actor) -> bool:
-    """Maintainers accept and decline join requests (and see them)."""
-    return actor.is_maintainer
-
-
-def can_leave(actor: Actor) -> bool:
-    """A member person leaves; maintainers are named in scienceslack.json and leave by a rules change."""
-    return actor.kind == PERSON and actor.role == events_pb2.ROLE_MEMBER
-
-
 def check_issue_state_change(actor: Actor, number: int, author: str, author_owner: str, state: str, to: str) -> None:
-    if not can_close_issue(actor, author, author_owner):
-        verb = "close" if to == "closed" else "reopen"
-        raise denied(f"only the author of issue #{number} ({author}) and maintainers {verb} it; {actor.name} may not")
+    access.require(
+        actor, access.Action.CLOSE_ISSUE, access.Target(owner=author_owner, name=author, label=f"issue #{number}")
+    )
     if state == to:
         raise Refusal("FAILED_PRECONDITION", f"issue_{to}", f"issue #{number} is {state} already")
 
 
 def check_join_request(actor: Actor) -> None:
-    if not can_request_join(actor):
-        raise denied(f"people ask to join, not agents or services ({actor.name}); ask as {access.owner_of(actor)}")
+    access.require(actor, access.Action.REQUEST_JOIN)
     if actor.role >= events_pb2.ROLE_MEMBER:
         raise Refusal("FAILED_PRECONDITION", "already_member", f"{actor.name} is a project member already")
 
 
 def check_join_decision(actor: Actor, name: str, pending: bool) -> None:
-    if not can_decide_join(actor):
-        raise denied(f"maintainer role needed to decide join requests ({actor.name} is not a maintainer)")
+    access.require(actor, access.Action.DECIDE_JOIN)
     if not pending:
         raise Refusal("NOT_FOUND", "no_join_request", f"{clip(name)} has no pending join request")
 
 
 def check_leave(actor: Actor) -> None:
-    if actor.kind != PERSON:
-        raise denied(f"people leave the project, not agents or services ({actor.name})")
+    access.require(actor, access.Action.LEAVE)
     if actor.is_maintainer:
         raise Refusal(
             "FAILED_PRECONDITION",
             "maintainer_leaves",
             f"{actor.name} is a maintainer, named in scienceslack.json: a rules change removes a maintainer",
         )
-    if not can_leave(actor):
+    if actor.role != events_pb2.ROLE_MEMBER:
         raise Refusal("FAILED_PRECONDITION", "not_member", f"{actor.name} is not a project member")

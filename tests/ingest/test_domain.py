@@ -3,6 +3,7 @@
 import pytest
 from kernelboard.v1 import events_pb2
 
+from contracts import access
 from services.ingest import domain
 from services.ingest.domain import Actor, Refusal, RouteCommit
 
@@ -203,15 +204,19 @@ def test_reviews_and_merges():
 def test_who_closes_issues_and_decides_joins():
     erin = Actor("erin", domain.PERSON, "erin", events_pb2.ROLE_SIGNED_IN)
     erin_bot = Actor("erin/bot", domain.AGENT, "erin", events_pb2.ROLE_SIGNED_IN)
-    assert domain.can_close_issue(ALICE_AGENT, "alice/agent-1", "alice")
-    assert domain.can_close_issue(ALICE, "alice/agent-1", "alice")  # the person an agent acts for
-    assert domain.can_close_issue(CURATOR, "bob", "bob")
-    assert not domain.can_close_issue(BOB_AGENT, "alice", "alice")
-    assert domain.can_reopen_issue is domain.can_close_issue
-    assert domain.can_request_join(erin) and not domain.can_request_join(erin_bot)
-    assert not domain.can_request_join(SCHEDULER)
-    assert domain.can_decide_join(CURATOR) and not domain.can_decide_join(ALICE)
-    assert domain.can_leave(ALICE) and not domain.can_leave(erin) and not domain.can_leave(CURATOR)
+    close = access.Action.CLOSE_ISSUE
+    assert access.decide(ALICE_AGENT, close, access.Target(owner="alice", name="alice/agent-1")) is None
+    assert access.decide(ALICE, close, access.Target(owner="alice", name="alice/agent-1")) is None  # its person
+    assert access.decide(CURATOR, close, access.Target(owner="bob", name="bob")) is None
+    assert access.decide(BOB_AGENT, close, access.Target(owner="alice", name="alice")) is not None
+    join = access.Action.REQUEST_JOIN
+    assert access.decide(erin, join) is None and access.decide(erin_bot, join) is not None
+    assert access.decide(SCHEDULER, join) is not None
+    decide = access.Action.DECIDE_JOIN
+    assert access.decide(CURATOR, decide) is None and access.decide(ALICE, decide) is not None
+    domain.check_leave(ALICE)
+    refused(domain.check_leave, erin, code="FAILED_PRECONDITION", reason="not_member")
+    refused(domain.check_leave, erin_bot, code="PERMISSION_DENIED", match="people leave")
     refused(domain.check_join_request, ALICE, code="FAILED_PRECONDITION", reason="already_member")
     refused(domain.check_join_request, erin_bot, code="PERMISSION_DENIED", match="ask as erin")
     refused(domain.check_join_decision, ALICE, "erin", True, code="PERMISSION_DENIED")
