@@ -25,6 +25,7 @@ import contextvars
 import hashlib
 import re
 import secrets
+import weakref
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -219,6 +220,7 @@ async def revoke_token(conn, token_or_hash: str) -> None:
     )
     if found is None:
         raise AuthError("unknown token: nothing revoked", "unknown")
+    _drop_in_this_process(token_hashes=(token_hash,))
 
 
 @dataclass(frozen=True)
@@ -291,6 +293,24 @@ async def authenticate(pool, token: str) -> Principal:
     return (await look_up_sign_in(pool, well_formed_token_hash(token))).principal
 
 
+# Every token cache of this process: a change made here drops its entries at once, so that the caller's next call to
+# this server sees it even before the change's notice has come back through the listener (other servers' caches learn
+# it from the notice, milliseconds later). See _drop_in_this_process.
+_CACHES_IN_THIS_PROCESS: "weakref.WeakSet[TokenCache]" = weakref.WeakSet()
+
+
+def _drop_in_this_process(*, principals: Iterable[str] = (), token_hashes: Iterable[str] = ()) -> None:
+    """Called by the functions below right after their UPDATE, inside the caller's transaction: a lookup already
+    under way is refused by the cache's generation, and one that starts before the commit is dropped again by the
+    notice that the commit sends."""
+    principals, token_hashes = tuple(principals), tuple(token_hashes)
+    for cache in list(_CACHES_IN_THIS_PROCESS):
+        for name in principals:
+            cache.drop_principal(name)
+        for token_hash in token_hashes:
+            cache.drop_token(token_hash)
+
+
 class TokenCache:
     """Successful sign-ins by token hash; beyond ``max_size`` the least recently used is dropped.
 
@@ -308,6 +328,7 @@ class TokenCache:
         self._sign_ins: OrderedDict[str, SignIn] = OrderedDict()
         # Token hashes under the names a notice may carry: the principal's own and its owner's (an agent's role).
         self._hashes_by_name: dict[str, set[str]] = {}
+        _CACHES_IN_THIS_PROCESS.add(self)
 
     def __len__(self) -> int:
         return len(self._sign_ins)
@@ -596,6 +617,8 @@ async def change_role(conn, name: str, role: int, from_role: int) -> bool:
         PERSON,
         from_role,
     )
+    if changed is not None:
+        _drop_in_this_process(principals=(name,))
     return changed is not None
 
 
@@ -629,6 +652,7 @@ async def set_maintainers(conn, names: Iterable[str]) -> RoleSync:
             "SELECT name FROM principals WHERE kind = $2 AND name = ANY($1::text[])", names, PERSON
         )
     known_names = {row["name"] for row in known}
+    _drop_in_this_process(principals=[row["name"] for row in (*promoted, *demoted)])
     return RoleSync(
         promoted=tuple(sorted(row["name"] for row in promoted)),
         demoted=tuple(sorted(row["name"] for row in demoted)),
