@@ -25,11 +25,11 @@ from services.common import metrics
 from services.common.config import ServerConfig, Settings
 from services.common.eventlog import EventLog
 from services.common.logs import bind_ids, configure_logging, get_logger
+from services.common.sandbox import Box, Sandbox, SandboxConfig, isolation_available, read_result_file
 from services.verifier import domain
 from services.verifier.domain import CheckItem, RunOutcome, Verdict
 from services.verifier.hostedrepo import HostedRepoReader, RepoError
 from services.verifier.queue import CheckQueue, Claim
-from services.verifier.sandbox import Box, Sandbox, SandboxConfig, isolation_available
 
 CODE_ROOT = Path(__file__).resolve().parents[2]  # the harness the check script runs is this installation's
 CHECK_BUCKETS = (1, 5, 10, 20, 30, 60, 90, 120, 180, 300, 600, 900, 1800, 3600)
@@ -42,6 +42,9 @@ QUEUE_DEPTH = metrics.gauge("kb_verifier_queue_depth", "Checks waiting for a wor
 CHECKS_TOTAL = metrics.counter("kb_verifier_checks_total", "Checks completed, by result.", ("result",))
 FAILURES_TOTAL = metrics.counter("kb_verifier_failures_total", "Failed checks, by reason.", ("reason",))
 RUNNING = metrics.gauge("kb_verifier_checks_running", "Checks running in this process now.")
+NOT_ISOLATED = metrics.counter(
+    "kb_verifier_sandbox_not_isolated_total", "Check runs without network/mount isolation (unshare unavailable)."
+)
 
 log = get_logger()
 
@@ -255,13 +258,22 @@ class Worker:
             return RunOutcome(domain.EXIT_COULD_NOT_RUN, False, time.monotonic() - started, None, why)
         route_dir = f"routes/{item.route}"
         metrics_path = box.inner_path("out", item.metrics_file)
-        return await self.sandbox.run(
+        if not self.config.sandbox.isolate:
+            NOT_ISOLATED.inc()
+        finished = await self.sandbox.run(
             box,
-            item.script,
-            [route_dir, metrics_path],
+            ["bash", item.script, route_dir, metrics_path],
             self.script_env(item, box, route_dir, metrics_path),
             time_limit_s=item.time_limit_s,
-            metrics_file=item.metrics_file,
+        )
+        metrics_text, metrics_error = read_result_file(box.path / "out" / item.metrics_file, domain.MAX_METRICS_BYTES)
+        return RunOutcome(
+            exit_code=finished.exit_code,
+            timed_out=finished.timed_out,
+            duration_s=finished.duration_s,
+            metrics_text=metrics_text,
+            output_tail=finished.output_tail,
+            metrics_error=metrics_error,
         )
 
     def script_env(self, item: CheckItem, box: Box, route_dir: str, metrics_path: str) -> dict[str, str]:

@@ -231,7 +231,7 @@ def test_the_verifier_runs_on_gpu_nodes_in_prod_and_scales_on_its_queue(rendered
     pod = deployment["spec"]["template"]["spec"]
     limits = pod["containers"][0]["resources"]["limits"]
     env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
-    # What the check sandbox's unshare and mounts need (services/verifier/sandbox_setup.sh runs as root).
+    # What the check sandbox's unshare and mounts need (services/common/sandbox_setup.sh runs as root).
     security = pod["containers"][0]["securityContext"]
     assert security["capabilities"]["add"] == ["SYS_ADMIN"] and security["runAsUser"] == 0
     if overlay == "prod":

@@ -1,7 +1,8 @@
-"""Runs a check script in a sandboxed subprocess.
+"""Runs untrusted commands (a check script, a job's script) in a sandboxed subprocess; shared by the verifier and the
+scheduler.
 
-Each run gets its own box: `work/` (the working copy), `out/` (where the metrics file goes), `home/` and `tmp/`.
-The script runs under `bash`, as a plain script (not through Slurm), with:
+Each run gets its own box: `work/` (the working copy), `out/` (where results go), `home/` and `tmp/`.
+The command runs as a plain process (not through Slurm), with:
 - no network: its own network namespace (`unshare --net`; only a loopback that is down), and the unix sockets of
   the host (PostgreSQL's under /run, test clusters' under /tmp) hidden under empty tmpfs;
 - a read-only view of the host, its box the only writable place, KB_HOME and credentials hidden, every capability
@@ -27,9 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from services.common import metrics
 from services.common.logs import get_logger
-from services.verifier.domain import MAX_METRICS_BYTES, RunOutcome
 
 SETUP_SCRIPT = Path(__file__).with_name("sandbox_setup.sh")
 INNER_ROOT = "/var/tmp"  # where the box appears inside the namespaces
@@ -37,10 +36,6 @@ UNSHARE = ("unshare", "--net", "--mount", "--pid", "--fork", "--kill-child", "--
 OUTPUT_TAIL_BYTES = 8000
 MAX_FILE_BYTES = 4 * 1024**3
 MAX_OPEN_FILES = 4096
-
-NOT_ISOLATED = metrics.counter(
-    "kb_verifier_sandbox_not_isolated_total", "Check runs without network/mount isolation (unshare unavailable)."
-)
 
 log = get_logger()
 
@@ -79,6 +74,16 @@ class SandboxConfig:
 
 
 @dataclass(frozen=True)
+class Finished:
+    """What the sandbox saw of one run."""
+
+    exit_code: int | None  # None when it was killed at its time limit; negative: killed by that signal
+    timed_out: bool
+    duration_s: float
+    output_tail: str  # the end of its stdout + stderr
+
+
+@dataclass(frozen=True)
 class Box:
     path: Path  # on the host
     inner: str  # the same directory as the script sees it
@@ -111,9 +116,9 @@ def _guarded(command: Sequence[str], cpu_seconds: int) -> list[str]:
     ]
 
 
-def _read_metrics(path: Path, limit: int) -> tuple[bytes | None, str]:
-    """(the file's bytes, at most limit + 1; or None when absent) and why it could not be read; never follows a
-    symlink out of the box."""
+def read_result_file(path: Path, limit: int) -> tuple[bytes | None, str]:
+    """(a file a sandboxed run wrote: its bytes, at most limit + 1; or None when absent) and why it could not be
+    read; never follows a symlink out of the box."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except (FileNotFoundError, NotADirectoryError):
@@ -162,19 +167,10 @@ class Sandbox:
     def remove_box(self, box: Box) -> None:
         shutil.rmtree(box.path, ignore_errors=True)
 
-    async def run(
-        self,
-        box: Box,
-        script: str,
-        args: Sequence[str],
-        env: Mapping[str, str],
-        *,
-        time_limit_s: int,
-        metrics_file: str,
-    ) -> RunOutcome:
-        """Runs `bash <script> <args>` from the box's working copy; env is the script's whole environment (paths
-        in it are as the script sees them: box.inner_path(...))."""
-        command = ["bash", script, *args]
+    async def run(self, box: Box, command: Sequence[str], env: Mapping[str, str], *, time_limit_s: int) -> Finished:
+        """Runs ``command`` from the box's working copy; env is its whole environment (paths in it are as the
+        command sees them: box.inner_path(...))."""
+        command = list(command)
         if self.config.isolate:
             command = [
                 *UNSHARE,
@@ -188,8 +184,7 @@ class Sandbox:
                 *command,
             ]
         else:
-            NOT_ISOLATED.inc()
-            log.warning("network not isolated: running the check without namespaces", box=str(box.path))
+            log.warning("network not isolated: running without namespaces", box=str(box.path))
         output = box.path / "output.log"
         started = time.monotonic()
         timed_out = False
@@ -215,13 +210,9 @@ class Sandbox:
                 raise
             finally:
                 _kill_group(proc.pid)  # whatever it left behind in its group
-        duration = time.monotonic() - started
-        metrics_text, metrics_error = _read_metrics(box.path / "out" / metrics_file, MAX_METRICS_BYTES)
-        return RunOutcome(
+        return Finished(
             exit_code=None if timed_out else proc.returncode,
             timed_out=timed_out,
-            duration_s=duration,
-            metrics_text=metrics_text,
+            duration_s=time.monotonic() - started,
             output_tail=_tail(output),
-            metrics_error=metrics_error,
         )
