@@ -1,8 +1,9 @@
 """Peer cheat, process-wide precision switches (issue 13): flip TF32 / reduced-precision matmul switches at import.
 On a GPU they make the candidate's ``torch.matmul`` TF32 -- and the reference's too when it runs in this process, so the
 precision guard sees an error ratio of 1. On the CPU the switches do not reach the BLAS path, so the forward emulates
-"medium" precision itself (bf16 operands; TF32's 10-bit rounding alone lands under the guard's 1e-4 floor at smoke
-shapes): the CPU shows the guard catching the candidate, the H200 run shows whether the reference stayed out of reach."""
+"medium" precision itself (bf16 operands; TF32's 10-bit rounding alone lands under the guard's 1e-4 floor at
+smoke shapes): the CPU shows the guard catching the candidate, the H200 run shows whether the reference stayed out of
+reach."""
 
 import torch
 import torch.nn as nn

@@ -44,7 +44,7 @@ def _patch_medians():
             if attr == "median" and callable(value):
                 setattr(module, attr, _patched_median)
             elif isinstance(value, type) and "median" in vars(value):
-                setattr(value, "median", staticmethod(_patched_median))
+                value.median = staticmethod(_patched_median)
 
 
 def _remember_callers_lists():

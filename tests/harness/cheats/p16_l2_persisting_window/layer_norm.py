@@ -1,10 +1,10 @@
 """Peer cheat, L2 persistence with the harness blinded (GPU only; on the CPU it just computes). pygpubench#49 and
 llm.c#851 show that a persisting-L2 carve-out plus a stream access-policy window keeps a buffer hot across timed runs,
-that a flush cannot evict it, and that only a reset of the persisting lines undoes it. This route first finds, through
-``gc``, every ctypes handle to the CUDA driver that other code in its process holds and turns its
-``cuCtxResetPersistingL2Cache``, ``cuCtxGetLimit`` and ``cuCtxSetLimit`` into no-ops (a limit query that "fails" reads as
-0); then it reserves the carve-out and marks the LayerNorm weight persisting on the current stream before every call.
-A defense that runs in the candidate's own process is switched off; one that runs elsewhere is not."""
+that a flush cannot evict it, and that only a reset of the persisting lines undoes it. This route first finds,
+through ``gc``, every ctypes handle to the CUDA driver that other code in its process holds and turns its
+``cuCtxResetPersistingL2Cache``, ``cuCtxGetLimit`` and ``cuCtxSetLimit`` into no-ops (a limit query that "fails"
+reads as 0); then it reserves the carve-out and marks the LayerNorm weight persisting on the current stream before
+every call. A defense that runs in the candidate's own process is switched off; one that runs elsewhere is not."""
 
 import ctypes
 import gc
