@@ -349,6 +349,8 @@ def missing_packages(ctx: Context) -> list[str]:
     nats_host, nats_port = host_port(ctx.nats_url, 4222)
     if nats_info(nats_host, nats_port) is None and not shutil.which("nats-server"):
         packages.append("nats-server")
+    if not shutil.which("bwrap"):  # bubblewrap confines route code in checks and jobs (services/common/confine.py)
+        packages.append("bubblewrap")
     return packages
 
 
@@ -371,6 +373,17 @@ def step_packages(ctx: Context) -> str:
             log=log,
         )
     return f"installed {' '.join(packages)} (log {log})"
+
+
+def step_job_user() -> str:
+    """The unprivileged user route code runs as in checks and jobs (services/common/confine.py); idempotent."""
+    from services.common.confine import JOB_USER, ensure_job_user, job_ids
+
+    if os.geteuid() != 0:
+        if job_ids() is None:
+            raise StackError(f"the job user {JOB_USER} is missing and creating it needs root")
+        return f"job user {JOB_USER} exists"
+    return ensure_job_user()
 
 
 POLICY_RC_D = Path("/usr/sbin/policy-rc.d")
@@ -782,6 +795,7 @@ def context_from_env() -> Context:
 def prepare(ctx: Context) -> None:
     """What the tests need too: packages, the venv, Slurm, PostgreSQL and NATS answering; .ci/run stops here."""
     step("Debian packages", lambda: step_packages(ctx))
+    step("job user (untrusted code runs as it)", step_job_user)
     step("Python venv (.venv, requirements.txt)", lambda: step_venv(ctx))
     step("Slurm", lambda: step_slurm(ctx))
     step("PostgreSQL", lambda: step_postgres(ctx))

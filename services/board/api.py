@@ -6,10 +6,11 @@ from contextlib import contextmanager
 import grpc
 from kernelboard.v1 import board_pb2, board_pb2_grpc, events_pb2
 
+from contracts import access
 from services.board.projection import SET_STATUSES
 from services.board.projector import Projector, RebuildRunning, UnknownBoard
 from services.common import metrics
-from services.common.auth import require_role
+from services.common.auth import current_principal
 from services.common.eventlog import NewEvent
 
 QUERY_SECONDS = metrics.histogram(
@@ -100,14 +101,14 @@ class BoardServicer(board_pb2_grpc.BoardServicer):
             await changed.wait()
 
     async def Rebuild(self, request, context):
-        await require_role(context, events_pb2.ROLE_MAINTAINER, "rebuild the board")
+        require(access.Action.REBUILD)
         try:
             return await self.projector.rebuild()
         except RebuildRunning as err:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(err))
 
     async def AdoptRoute(self, request, context):
-        principal = await require_role(context, events_pb2.ROLE_MAINTAINER, "mark a route adopted")
+        actor = require(access.Action.ADOPT_ROUTE)
         await _check_version(request.version, context)
         if not request.route:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "route is required: the route's name, e.g. 'fast'")
@@ -117,10 +118,10 @@ class BoardServicer(board_pb2_grpc.BoardServicer):
         adopted = events_pb2.RouteAdopted(
             route=request.route, benchmark_version=version, adopted=request.adopted, note=request.note
         )
-        return await self._append(version, adopted, principal.name)
+        return await self._append(version, adopted, actor.name)
 
     async def SetBenchmarkStatus(self, request, context):
-        principal = await require_role(context, events_pb2.ROLE_MAINTAINER, "set a board's status")
+        actor = require(access.Action.SET_STATUS)
         await _check_version(request.version, context)
         if request.status not in SET_STATUSES:
             choices = ", ".join(sorted(SET_STATUSES))
@@ -135,7 +136,7 @@ class BoardServicer(board_pb2_grpc.BoardServicer):
         changed = events_pb2.BenchmarkStatusChanged(
             benchmark_version=version, status=request.status, reason=request.reason.strip()
         )
-        return await self._append(version, changed, principal.name)
+        return await self._append(version, changed, actor.name)
 
     async def _board_version(self, version: int, context) -> int:
         try:
@@ -146,6 +147,11 @@ class BoardServicer(board_pb2_grpc.BoardServicer):
     async def _append(self, version: int, payload, actor: str) -> board_pb2.BoardChangeReply:
         (appended,) = await self.projector.log.append(f"benchmark:{version}", None, [NewEvent(payload, actor=actor)])
         return board_pb2.BoardChangeReply(version=version, global_position=appended.global_position)
+
+
+def require(action: access.Action) -> access.Actor:
+    """The caller, when contracts.access allows it the action; else the PERMISSION_DENIED Refusal."""
+    return access.require(access.Actor.of(current_principal()), action)
 
 
 def add_to_server(projector: Projector):

@@ -43,6 +43,8 @@ from typing import NamedTuple
 
 from kernelboard.v1 import events_pb2
 
+from contracts import rules
+
 # Raise it whenever a change here would fold the same log differently: a stored copy of another version is refolded.
 PROJECTION_VERSION = 2
 
@@ -462,51 +464,23 @@ _ACTIVITY_ONLY = (None, False)
 
 
 def read_card(rules_json: str, rules_commit: str, approved_ns: int) -> tuple[Card, str]:
-    """The judging card and the status the rules set. Never raises: unreadable rules give a card saying why."""
-    try:
-        rules = json.loads(rules_json)
-        if not isinstance(rules, dict):
-            raise ValueError("the rules are not a JSON object")
-        benchmark = rules.get("benchmark") or {}
-        if not isinstance(benchmark, dict):
-            raise ValueError("benchmark: not an object")
-        versions = benchmark.get("verifier_versions")
-        if versions is None:
-            versions = [] if benchmark.get("verifier_version") is None else [benchmark["verifier_version"]]
-        if not isinstance(versions, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in versions):
-            raise ValueError("benchmark.verifier_versions: not a list of integers")
-        guardrails = rules.get("guardrails") or {}
-        card = Card(
-            name=_text(benchmark.get("name")),
-            task=_text(benchmark.get("task")),
-            metric=_text(benchmark.get("metric")),
-            baseline=_text(benchmark.get("baseline")),
-            kernels=tuple(_text(k) for k in benchmark.get("kernels") or ()),
-            score_rule=_text(benchmark.get("score_rule")),
-            verifier_versions=tuple(sorted(set(versions))),
-            guardrails=tuple(sorted(_flatten(guardrails, ""))) if isinstance(guardrails, dict) else (),
-            rules_commit=rules_commit,
-            approved_ns=approved_ns,
-            rules_error="",
-        )
-        status = benchmark.get("status")
-        return card, status if isinstance(status, str) else ""
-    except (ValueError, TypeError, AttributeError) as err:  # json.JSONDecodeError is a ValueError
-        error = f"the rules could not be read: {err}"
-        return Card("", "", "", "", (), "", (), (), rules_commit, approved_ns, error), ""
-
-
-def _text(value) -> str:
-    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
-
-
-def _flatten(value: dict, prefix: str):
-    for key, item in value.items():
-        name = f"{prefix}{key}"
-        if isinstance(item, dict):
-            yield from _flatten(item, f"{name}.")
-        else:
-            yield name, json.dumps(item, sort_keys=True)
+    """The judging card and the status the rules set (contracts.rules.read_card). Never raises: unreadable rules give
+    a card saying why."""
+    read = rules.read_card(rules_json)
+    card = Card(
+        name=read.name,
+        task=read.task,
+        metric=read.metric,
+        baseline=read.baseline,
+        kernels=read.kernels,
+        score_rule=read.score_rule,
+        verifier_versions=read.verifier_versions,
+        guardrails=read.guardrails,
+        rules_commit=rules_commit,
+        approved_ns=approved_ns,
+        rules_error=read.error,
+    )
+    return card, read.status
 
 
 def history_record(board: Board, code: int, event: events_pb2.Event) -> Record:

@@ -36,6 +36,7 @@ from grpc_health.v1 import health_pb2
 from grpc_reflection.v1alpha import reflection
 from kernelboard.v1 import events_pb2
 
+from contracts.access import KIND_NAMES, ROLE_NAMES, Actor
 from services.common import metrics
 from services.common.eventlog import NewEvent
 from services.common.grpcserver import HandlerWrappers
@@ -55,8 +56,6 @@ PERSON, AGENT, SERVICE = (
     events_pb2.PRINCIPAL_KIND_SERVICE,
 )
 SIGNED_IN, MEMBER, MAINTAINER = events_pb2.ROLE_SIGNED_IN, events_pb2.ROLE_MEMBER, events_pb2.ROLE_MAINTAINER
-ROLE_NAMES = {SIGNED_IN: "signed-in", MEMBER: "member", MAINTAINER: "maintainer"}
-KIND_NAMES = {PERSON: "person", AGENT: "agent", SERVICE: "service"}
 
 # A rise in "unknown" is a client misconfigured or guessing; in "expired", tokens due for renewal.
 AUTH_REFUSED = metrics.counter("kb_auth_refused_total", "Calls refused UNAUTHENTICATED, by reason.", ("reason",))
@@ -118,9 +117,7 @@ class Principal:
 
     def describe(self) -> str:
         """``alice/bot (agent of alice, member)`` or ``alice (member)``, for messages."""
-        if self.kind == AGENT:
-            return f"{self.name} (agent of {self.owner}, {self.role_name})"
-        return f"{self.name} ({self.role_name})"
+        return Actor.of(self).describe()
 
 
 def role_from_name(name: str) -> int:
@@ -523,17 +520,6 @@ def acting_as(principal: Principal):
     finally:
         with contextlib.suppress(ValueError):  # exited from another context: an abandoned stream's generator
             _principal.reset(token)
-
-
-async def require_role(context: grpc.aio.ServicerContext, role: int, action: str) -> Principal:
-    """Abort PERMISSION_DENIED ("maintainer role needed to <action>; alice (member) is not") unless allowed."""
-    principal = current_principal()
-    if principal.role < role:
-        await context.abort(
-            grpc.StatusCode.PERMISSION_DENIED,
-            f"{ROLE_NAMES[role]} role needed to {action}; {principal.describe()} is not",
-        )
-    return principal
 
 
 class AuthInterceptor(grpc.aio.ServerInterceptor):

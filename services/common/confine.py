@@ -65,6 +65,30 @@ def ensure_job_user(name: str = JOB_USER) -> str:
     return f"created job user {name}"
 
 
+_BWRAP_PROBE: list = []
+
+
+def usable_bwrap() -> tuple[str | None, str]:
+    """(bubblewrap's path, "") where it works here, else (None, why not); tried once per process (some sandboxed
+    kernels, gVisor's say, refuse what it needs)."""
+    if not _BWRAP_PROBE:
+        path = shutil.which("bwrap")
+        if path is None:
+            _BWRAP_PROBE.append((None, "no bubblewrap"))
+        else:
+            import subprocess
+
+            probe = [path, "--die-with-parent", "--unshare-pid", "--unshare-net", "--ro-bind", "/", "/"]
+            probe += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--", "true"]
+            try:
+                done = subprocess.run(probe, capture_output=True, text=True, timeout=30)
+                ok, err = done.returncode == 0, done.stderr.strip()[:200]
+            except (OSError, subprocess.SubprocessError) as error:
+                ok, err = False, str(error)[:200]
+            _BWRAP_PROBE.append((path, "") if ok else (None, f"bubblewrap fails here ({err})"))
+    return _BWRAP_PROBE[0]
+
+
 def gpu_devices() -> list[str]:
     return sorted(str(p) for p in Path("/dev").glob("nvidia*") if not p.is_dir()) + (
         ["/dev/dri"] if Path("/dev/dri").is_dir() and any(Path("/dev").glob("nvidia*")) else []
@@ -224,9 +248,9 @@ class Confinement:
                     f"the job user {JOB_USER} does not exist: untrusted code never runs as root "
                     "(make up and .ci/run create it; or: useradd --system --no-create-home kb-job)"
                 )
-            self.bwrap = shutil.which("bwrap")
+            self.bwrap, why = usable_bwrap()
             if self.bwrap is None:
-                self.notes.append("no bubblewrap: host not read-only for the candidate, network not unshared")
+                self.notes.append(f"{why}: host not read-only for the candidate, network not unshared")
             self.cgroup = Cgroup.create(f"{name}-{os.getpid()}", caps)
             if self.cgroup is None:
                 self.notes.append("no writable cgroup: memory and process caps from rlimits")
@@ -261,7 +285,7 @@ class Confinement:
             p for p in dict.fromkeys(["/root", "/run", "/var/tmp", "/dev/shm", *self.hidden]) if Path(p).is_dir()
         ]
         for path in covered:
-            args += ["--tmpfs", path]
+            args += ["--perms", "1777", "--tmpfs", path] if path == "/dev/shm" else ["--tmpfs", path]
         # What the process needs from under a covered directory goes back on top, read-only; what lay under /tmp goes
         # back on top of the fresh scratch tmpfs.
         visible = list(dict.fromkeys(str(Path(p).resolve()) for p in self.visible if Path(p).exists()))
@@ -287,17 +311,12 @@ class Confinement:
         return [*args, "--ro-bind", path, path]
 
     def command(self, argv: list[str]) -> list[str]:
-        limits = [
-            "prlimit",
-            "--core=0",
-            f"--fsize={self.caps.file_bytes}",
-            f"--nofile={self.caps.open_files}",
-            f"--cpu={self.caps.cpu_s}",
-        ]
+        limits = ["prlimit", "--core=0", _limit("fsize", self.caps.file_bytes), _limit("nofile", self.caps.open_files)]
+        limits.append(_limit("cpu", self.caps.cpu_s))
         if self.cgroup is None:
-            limits.append(f"--nproc={self.caps.pids}")
+            limits.append(_limit("nproc", self.caps.pids))
             if not self.gpu:  # the CUDA driver reserves far more address space than it uses
-                limits.append(f"--as={self.caps.memory_bytes}")
+                limits.append(_limit("as", self.caps.memory_bytes))
         inner = [*limits, "--", *argv]
         if self.ids is not None:
             uid, gid = self.ids
@@ -332,6 +351,17 @@ class Confinement:
     def close(self) -> None:
         if self.cgroup is not None:
             self.cgroup.remove()
+
+
+def _limit(name: str, value: int) -> str:
+    """prlimit's option for ``value``, never above the limit this process already has (lowering needs no privilege,
+    raising would fail: a check's sandbox has set its own)."""
+    import resource
+
+    _, hard = resource.getrlimit(getattr(resource, f"RLIMIT_{name.upper()}"))
+    if hard != resource.RLIM_INFINITY:
+        value = min(value, hard)
+    return f"--{name}={value}"
 
 
 def interpreter_paths() -> list[str]:

@@ -14,8 +14,7 @@ CHUNK_BYTES = 1024 * 1024
 
 
 def caller() -> Actor:
-    p = current_principal()
-    return Actor(p.name, p.kind, p.owner, p.role)
+    return Actor.of(current_principal())
 
 
 def answers(method):

@@ -8,7 +8,6 @@ reconciles every git ref from the table, so a crash between the two never leaves
 without its ref.
 """
 
-import json
 import time
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -16,10 +15,10 @@ from datetime import timedelta
 from google.protobuf import json_format, struct_pb2
 from kernelboard.v1 import events_pb2
 
+from contracts import access, rules
 from services.common import auth, metrics
 from services.common.eventlog import EventLog, NewEvent
 from services.common.logs import bind_ids, get_logger
-from services.common.rules import RulesError, load_rules
 from services.ingest import domain, store
 from services.ingest.domain import Actor, RefTarget, Refusal
 from services.ingest.gitrefs import GitRefFollower
@@ -151,9 +150,18 @@ class Ingest:
         """Who may write the ref; returns its recorded value ("" when new) and main's, read on one connection."""
         async with self.pool.acquire() as conn:
             route = await store.get_route(conn, target.route) if target.route else None
-            domain.check_write(actor, target, route.owner if route else None)
-            recorded = await store.ref_values_of(conn, [target.ref, domain.MAIN_REF])
+            recorded = await store.ref_values_of(conn, [target.ref, domain.MAIN_REF, domain.CHECKS_TAG])
+        maintainers = None
+        if target.kind == events_pb2.COMMIT_KIND_TAG:
+            maintainers = await self.maintainers_in_force(recorded.get(domain.CHECKS_TAG, ""))
+        domain.check_write(actor, target, route.owner if route else None, maintainers)
         return recorded.get(target.ref, ""), recorded.get(domain.MAIN_REF, "")
+
+    async def maintainers_in_force(self, tag: str) -> tuple[str, ...] | None:
+        """The maintainers the rules at the tag checks name (who alone approve new rules); None before any rules."""
+        if not tag:
+            return None
+        return rules.read_card(await self.repo.read_file(tag, rules.RULES_FILE) or b"null").maintainers
 
     async def _check(self, q, target: RefTarget, old: str, tip: str, main: str) -> CheckedPush:
         if await q.object_type(tip) != "commit":
@@ -183,20 +191,20 @@ class Ingest:
                 "tag_not_on_main",
                 f"the tag checks marks a commit on main; {commit[:12]} is not on main (merge it first)",
             )
-        text = await objects.read_file(commit, domain.RULES_FILE)
+        text = await objects.read_file(commit, rules.RULES_FILE)
         if text is None:
-            raise domain.invalid("malformed_rules", f"{commit[:12]} has no {domain.RULES_FILE}")
+            raise domain.invalid("malformed_rules", f"{commit[:12]} has no {rules.RULES_FILE}")
         try:
-            rules = load_rules(text)
-        except RulesError as err:
-            raise domain.invalid("malformed_rules", f"{domain.RULES_FILE} at {commit[:12]}: {err}") from None
-        return rules.benchmark_version, text.decode()
+            approved = rules.parse(text)
+        except rules.RulesError as err:
+            raise domain.invalid("malformed_rules", f"{rules.RULES_FILE} at {commit[:12]}: {err}") from None
+        return approved.benchmark_version, text.decode()
 
-    async def rules_at_tag(self, conn=None) -> dict:
-        """scienceslack.json at the tag checks, the rules that judge ({} before seeding)."""
+    async def rules_at_tag(self, conn=None) -> rules.Card:
+        """What scienceslack.json at the tag checks, the rules that judge, says (an empty card before seeding)."""
         tag = await store.ref_value(conn or self.pool, domain.CHECKS_TAG)
-        text = await self.repo.read_file(tag, domain.RULES_FILE) if tag else None
-        return json.loads(text) if text else {}
+        text = await self.repo.read_file(tag, rules.RULES_FILE) if tag else None
+        return rules.read_card(text) if text else rules.Card()
 
     async def _record(self, actor: Actor, checked: CheckedPush) -> PushResult:
         target = checked.target
@@ -209,13 +217,13 @@ class Ingest:
             job_id=target.job_id,
             pull_number=target.pull_number,
             changed_paths=checked.changed_paths,
-            owner=domain.owner_of(actor),
+            owner=access.owner_of(actor),
         )
         # Everything is computed before the transaction, and the appends come last in it: an append holds the log's
         # position lock until the commit.
         appends = [(target.stream, commit)]
         if checked.metrics:
-            version = (await self.rules_at_tag()).get("benchmark", {}).get("version", 0)
+            version = (await self.rules_at_tag()).version
             appends += [
                 (f"route:{route}", self._metrics_event(actor, route, checked.new, reported, version))
                 for route, reported in checked.metrics.items()
@@ -232,7 +240,7 @@ class Ingest:
             except store.RefMoved as err:
                 raise Refusal("ABORTED", "conflict", str(err)) from None
             if checked.rules:
-                synced = await auth.set_maintainers(conn, load_rules(checked.rules[1]).maintainers)
+                synced = await auth.set_maintainers(conn, rules.parse(checked.rules[1]).maintainers)
                 if synced.promoted or synced.demoted:
                     log.info("maintainers changed with the rules", promoted=synced.promoted, demoted=synced.demoted)
             appended = [
@@ -275,6 +283,7 @@ class Ingest:
     # --- routes ----------------------------------------------------------------------------------------------------
 
     async def start_route(self, actor: Actor, name: str) -> store.RouteRow:
+        access.require(actor, access.Action.START_ROUTE)
         domain.validate_route_name(name)
         main = await store.ref_value(self.pool, domain.MAIN_REF)
         if not main:
@@ -283,7 +292,7 @@ class Ingest:
             )
         ref = domain.route_ref(name)
         async with self.pool.acquire() as conn, conn.transaction():
-            route = await store.insert_route(conn, name, domain.owner_of(actor), actor.name, main)
+            route = await store.insert_route(conn, name, access.owner_of(actor), actor.name, main)
             if route is None:
                 existing = await store.get_route(conn, name)
                 raise Refusal("ALREADY_EXISTS", "route_exists", f"route {name!r} exists (owner {existing.owner})")
@@ -332,7 +341,7 @@ class Ingest:
 
     async def open_pull(self, actor: Actor, route_name: str, title: str) -> store.PullRow:
         route, head = await self.get_route(route_name)
-        domain.check_route_writer(actor, route.route, route.owner)
+        access.require(actor, access.Action.OPEN_PULL, access.Target(owner=route.owner, label=f"route {route.route!r}"))
         main = await store.ref_value(self.pool, domain.MAIN_REF)
         if await self.repo.is_ancestor(head, main):
             raise Refusal("FAILED_PRECONDITION", "nothing_to_merge", f"route {route.route!r} brings nothing main lacks")
@@ -357,7 +366,7 @@ class Ingest:
                 route=route.route,
                 pull_number=number,
                 changed_paths=changed,
-                owner=domain.owner_of(actor),
+                owner=access.owner_of(actor),
             )
             await self.log.append(
                 target.stream, 0, [NewEvent(opened, actor.name), NewEvent(commit, actor.name)], conn=conn
@@ -376,6 +385,7 @@ class Ingest:
         return await store.list_pulls(self.pool, route, state)
 
     async def review(self, actor: Actor, number: int, verdict: int, body: str) -> store.PullRow:
+        access.require(actor, access.Action.REVIEW_PULL)
         async with self.pool.acquire() as conn, conn.transaction():
             pull = await store.get_pull(conn, number, for_update=True)
             if pull is None:
@@ -389,8 +399,9 @@ class Ingest:
     async def merge(self, actor: Actor, number: int) -> store.PullRow:
         """A merge commit of the pull request's head into main (maintainers only). The rules that judge change only
         when a maintainer moves the tag checks, never by a merge."""
+        access.require(actor, access.Action.MERGE_PULL)
         pull = await self.get_pull(number)
-        domain.check_merge(actor, pull.state, number)
+        domain.check_open(pull.state, number)
         main = await store.ref_value(self.pool, domain.MAIN_REF)
         message = f"Merge route {pull.route} (#{number}): {pull.title}"
         try:
@@ -403,14 +414,14 @@ class Ingest:
             parent=main,
             kind=events_pb2.COMMIT_KIND_MAIN,
             changed_paths=await self.repo.changed_paths(main, merge_sha),
-            owner=domain.owner_of(actor),
+            owner=access.owner_of(actor),
         )
         merged = events_pb2.PullRequestMerged(
             number=number, merge_sha=merge_sha, base_ref=domain.MAIN_REF, merged_by=actor.name
         )
         async with self.pool.acquire() as conn, conn.transaction():
             locked = await store.get_pull(conn, number, for_update=True)
-            domain.check_merge(actor, locked.state, number)
+            domain.check_open(locked.state, number)
             try:
                 await store.move_ref(conn, domain.MAIN_REF, main, merge_sha, actor.name)
             except store.RefMoved as err:
@@ -435,10 +446,10 @@ class Ingest:
             registered = principal is None
             if not kind:
                 kind = principal.kind if principal else domain.AGENT if "/" in name else domain.PERSON
-            domain.check_token_grant(actor, name, kind, member)
+            owner = principal.owner if principal else domain.owner_from_name(name, kind)
+            access.require(actor, access.Action.CREATE_TOKEN, access.Target(owner=owner, name=name, member=member))
             if registered:
-                role = domain.role_for(name, kind, (await self.rules_at_tag(conn)).get("maintainers", ()), member)
-                owner = domain.owner_from_name(name, kind)
+                role = domain.role_for(name, kind, (await self.rules_at_tag(conn)).maintainers, member)
                 try:
                     principal = await auth.register_principal(
                         conn, name, kind, owner, role, log=self.log, actor=actor.name
@@ -456,7 +467,7 @@ class Ingest:
             holder = await auth.authenticate(self.pool, token)
         except auth.AuthError as err:
             raise domain.invalid("token", f"cannot revoke: {err}") from None
-        domain.check_token_revoke(actor, holder.name, holder.owner)
+        access.require(actor, access.Action.REVOKE_TOKEN, access.Target(owner=holder.owner, name=holder.name))
         async with self.pool.acquire() as conn:
             await auth.revoke_token(conn, token)
         log.info("token revoked", principal=holder.name, actor=actor.name)

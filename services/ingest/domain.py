@@ -3,15 +3,16 @@ commits may touch, what a bundle header and a metrics.json must look like. No I/
 gather the facts and these functions judge them.
 """
 
-import json
-import math
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from kernelboard.v1 import events_pb2
 
-from contracts.refusals import Refusal, denied, invalid  # noqa: F401  (re-exported for the ingest modules)
+from contracts import access, metrics
+from contracts.access import Actor
+from contracts.metrics import Metrics
+from contracts.refusals import Refusal, invalid
 
 ROUTE_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{1,39}$")
 JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -22,27 +23,8 @@ CHECKS_TAG = "refs/tags/checks"
 ROUTE_PREFIX = "refs/heads/routes/"
 JOB_PREFIX = "refs/jobs/"
 PULL_REF = re.compile(r"^refs/pull/([1-9][0-9]*)/head$")
-SCHEDULER = "system:scheduler"
-RULES_FILE = "scienceslack.json"
 
-MAINTAINER = events_pb2.ROLE_MAINTAINER
-SERVICE = events_pb2.PRINCIPAL_KIND_SERVICE
-AGENT = events_pb2.PRINCIPAL_KIND_AGENT
-PERSON = events_pb2.PRINCIPAL_KIND_PERSON
-
-
-@dataclass(frozen=True)
-class Actor:
-    """Who asks: the signed-in principal (services.common.auth.Principal has the same fields)."""
-
-    name: str
-    kind: int
-    owner: str
-    role: int
-
-    @property
-    def is_maintainer(self) -> bool:
-        return self.role == MAINTAINER
+PERSON, AGENT, SERVICE = access.PERSON, access.AGENT, access.SERVICE
 
 
 @dataclass(frozen=True)
@@ -118,35 +100,26 @@ def parse_ref(name: str) -> RefTarget:
     )
 
 
-def check_write(actor: Actor, target: RefTarget, route_owner: str | None) -> None:
-    """Who may write which ref (DESIGN.md, refs). ``route_owner`` is the route's owner, None for an unknown route."""
-    if target.kind == events_pb2.COMMIT_KIND_MAIN:
-        if not actor.is_maintainer:
-            raise denied(f"maintainer role needed to write main ({actor.name} is not a maintainer)")
-    elif target.kind == events_pb2.COMMIT_KIND_TAG:
-        if not actor.is_maintainer:
-            raise denied(f"maintainer role needed to move the tag checks ({actor.name} is not a maintainer)")
-    elif target.kind == events_pb2.COMMIT_KIND_JOB:
-        if not (actor.kind == SERVICE and actor.name == SCHEDULER):
-            raise denied(f"only {SCHEDULER} writes refs/jobs/<id> ({actor.name} may not)")
-    elif target.kind == events_pb2.COMMIT_KIND_ROUTE:
-        if route_owner is None:
-            raise Refusal("NOT_FOUND", "unknown_route", f"unknown route {target.route!r}: start it with StartRoute")
-        check_route_writer(actor, target.route, route_owner)
-    else:
-        raise denied(f"{target.ref} is written by OpenPullRequest, not by a push")
+# What writing each kind of hosted ref is, as an action of contracts.access.
+WRITE_ACTIONS = {
+    events_pb2.COMMIT_KIND_MAIN: access.Action.WRITE_MAIN,
+    events_pb2.COMMIT_KIND_TAG: access.Action.APPROVE_RULES,
+    events_pb2.COMMIT_KIND_ROUTE: access.Action.WRITE_ROUTE,
+    events_pb2.COMMIT_KIND_PULL: access.Action.WRITE_PULL_REF,
+    events_pb2.COMMIT_KIND_JOB: access.Action.WRITE_JOB_REF,
+}
 
 
-def check_route_writer(actor: Actor, route: str, route_owner: str) -> None:
-    """A route belongs to its owner, the owner's agents and the maintainers."""
-    if actor.is_maintainer or actor.owner == route_owner:
-        return
-    raise denied(f"route {route!r} belongs to {route_owner}; {actor.name} may not write it")
-
-
-def owner_of(actor: Actor) -> str:
-    """The person a principal acts for."""
-    return actor.owner or actor.name
+def check_write(actor: Actor, target: RefTarget, route_owner: str | None, maintainers: tuple[str, ...] | None) -> None:
+    """Who may write the ref (contracts.access). ``route_owner`` is the route's owner, None for an unknown route;
+    ``maintainers`` those the rules in force name (None before any rules are)."""
+    if target.kind == events_pb2.COMMIT_KIND_ROUTE and route_owner is None:
+        raise Refusal("NOT_FOUND", "unknown_route", f"unknown route {target.route!r}: start it with StartRoute")
+    access.require(
+        actor,
+        WRITE_ACTIONS[target.kind],
+        access.Target(owner=route_owner or "", label=f"route {target.route!r}", maintainers=maintainers),
+    )
 
 
 # --- bundles -------------------------------------------------------------------------------------------------------
@@ -278,13 +251,6 @@ def check_route_files(route: str, entries: Sequence[tuple[str, str]]) -> None:
 # --- metrics and rules ---------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Metrics:
-    score: float
-    cost: float
-    subtasks: object = field(default=None)
-
-
 def metrics_path(route: str) -> str:
     return f"routes/{route}/metrics.json"
 
@@ -301,22 +267,12 @@ def reported_routes(target: RefTarget, changed_paths: Iterable[str]) -> list[str
 
 
 def parse_metrics(path: str, text: str) -> Metrics:
-    """metrics.json holds at least ``{"score", "cost", "subtasks"}``: finite non-negative numbers and a list or
-    object of subtasks."""
+    """A route's own metrics.json, in contracts.metrics' REPORT profile: at least ``{"score", "cost", "subtasks"}``,
+    finite non-negative numbers and a list or object of subtasks."""
     try:
-        data = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise invalid("malformed_metrics", f"malformed {path}: not JSON ({err})") from None
-    if not isinstance(data, dict):
-        raise invalid("malformed_metrics", f"malformed {path}: expected an object with score, cost and subtasks")
-    for name in ("score", "cost"):
-        value = data.get(name)
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
-            raise invalid("malformed_metrics", f"malformed {path}: {name} must be a finite number >= 0, got {value!r}")
-    subtasks = data.get("subtasks")
-    if not isinstance(subtasks, list | dict):
-        raise invalid("malformed_metrics", f"malformed {path}: subtasks must be a list or an object, got {subtasks!r}")
-    return Metrics(float(data["score"]), float(data["cost"]), subtasks)
+        return metrics.parse(text, metrics.REPORT)
+    except metrics.MetricsError as err:
+        raise invalid("malformed_metrics", f"malformed {path}: {err}") from None
 
 
 # --- identities and tokens -----------------------------------------------------------------------------------------
@@ -326,33 +282,13 @@ def owner_from_name(name: str, kind: int) -> str:
     return name.partition("/")[0] if kind == AGENT else name
 
 
-def check_token_grant(actor: Actor, name: str, kind: int, member: bool = False) -> None:
-    """A person creates tokens for themselves and their agents; maintainers for anyone, and only they register
-    members."""
-    if actor.is_maintainer:
-        return
-    if member:
-        raise denied(f"maintainer role needed to register a member ({actor.name} is not a maintainer)")
-    if actor.kind != PERSON:
-        raise denied(f"only people create tokens; {actor.name} is not a person")
-    if name == actor.name or (kind == AGENT and owner_from_name(name, kind) == actor.name):
-        return
-    raise denied(f"{actor.name} may create tokens only for itself and its agents ({actor.name}/<agent>), not {name}")
-
-
-def check_token_revoke(actor: Actor, token_owner_name: str, token_owner_person: str) -> None:
-    if actor.is_maintainer or token_owner_name == actor.name or token_owner_person == actor.name:
-        return
-    raise denied(f"{actor.name} may not revoke a token of {token_owner_name}")
-
-
 def role_for(name: str, kind: int, maintainers: Iterable[str], member: bool) -> int:
     """A new principal's stored role: a person named in ``maintainers`` is a maintainer, one registered as a member a
     member, anyone else signed in; services are signed in; an agent has none of its own (it takes its owner's)."""
     if kind == AGENT:
         return events_pb2.ROLE_UNSPECIFIED
     if kind == PERSON and name in set(maintainers):
-        return MAINTAINER
+        return access.MAINTAINER
     if kind == PERSON and member:
         return events_pb2.ROLE_MEMBER
     return events_pb2.ROLE_SIGNED_IN
@@ -370,12 +306,9 @@ VERDICTS = {
 def check_review(verdict: int, state: str, number: int) -> None:
     if verdict not in VERDICTS:
         raise invalid("verdict", "a review is approve, request_changes or comment")
-    if state != "open":
-        raise Refusal("FAILED_PRECONDITION", "pull_closed", f"pull request #{number} is {state}, not open")
+    check_open(state, number)
 
 
-def check_merge(actor: Actor, state: str, number: int) -> None:
-    if not actor.is_maintainer:
-        raise denied(f"maintainer role needed to merge pull request #{number} ({actor.name} is not a maintainer)")
+def check_open(state: str, number: int) -> None:
     if state != "open":
         raise Refusal("FAILED_PRECONDITION", "pull_closed", f"pull request #{number} is {state}, not open")

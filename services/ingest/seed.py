@@ -15,6 +15,7 @@ from pathlib import Path
 
 from kernelboard.v1 import events_pb2
 
+from contracts import names
 from services.common import auth
 from services.common.config import Settings
 from services.common.eventlog import EventLog
@@ -74,10 +75,10 @@ async def ensure_token(ingest: Ingest, name: str, path: Path, report: SeedReport
 async def seed(ingest: Ingest, home: Path, project: Path = PROJECT) -> SeedReport:
     report = SeedReport()
     curator = await ensure_principal(ingest, CURATOR, domain.PERSON, events_pb2.ROLE_MAINTAINER, report)
-    await ensure_principal(ingest, domain.SCHEDULER, domain.SERVICE, events_pb2.ROLE_SIGNED_IN, report)
+    await ensure_principal(ingest, names.SCHEDULER, domain.SERVICE, events_pb2.ROLE_SIGNED_IN, report)
     await ensure_token(ingest, CURATOR, home / "curator.token", report)
-    await ensure_token(ingest, domain.SCHEDULER, home / "scheduler.token", report)
-    actor = Actor(curator.name, curator.kind, curator.owner, curator.role)
+    await ensure_token(ingest, names.SCHEDULER, home / "scheduler.token", report)
+    actor = Actor.of(curator)
 
     main = await store.ref_value(ingest.pool, domain.MAIN_REF)
     if not main:

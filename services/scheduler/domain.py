@@ -12,6 +12,9 @@ from dataclasses import dataclass, field, replace
 
 from kernelboard.v1 import events_pb2, scheduler_pb2
 
+from contracts import names, rules
+from contracts.refusals import clip
+
 # Slurm's terminal states, each handled: the job is over and its directory becomes a commit.
 FINISHED_STATES = frozenset(
     {"COMPLETED", "FAILED", "TIMEOUT", "OUT_OF_MEMORY", "CANCELLED", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE"}
@@ -45,21 +48,21 @@ class PartitionLimits:
         return max(1, self.mem_mb // max(self.cpus, 1))
 
 
-def partition_limits(rules: dict) -> dict[str, PartitionLimits]:
+def partition_limits(approved: rules.Rules) -> dict[str, PartitionLimits]:
     """The partitions of the rules; the first by name is the default, as in the rendered slurm.conf."""
-    partitions = rules["limits"]["partitions"]
-    names = sorted(partitions)
+    partitions = approved.partitions
+    ordered = sorted(partitions)
     return {
         name: PartitionLimits(
             name=name,
-            max_time_s=int(partitions[name]["max_time_s"]),
-            default_time_s=int(partitions[name]["default_time_s"]),
-            cpus=int(partitions[name]["cpus"]),
-            mem_mb=int(partitions[name]["mem_mb"]),
-            gpus=int(partitions[name].get("gpus", 0)),
-            default=name == names[0],
+            max_time_s=partitions[name].max_time_s,
+            default_time_s=partitions[name].default_time_s,
+            cpus=partitions[name].cpus,
+            mem_mb=partitions[name].mem_mb,
+            gpus=partitions[name].gpus,
+            default=name == ordered[0],
         )
-        for name in names
+        for name in ordered
     }
 
 
@@ -263,10 +266,10 @@ def check_script(script: str, limits: dict[str, PartitionLimits]) -> events_pb2.
 
 def route_of_ref(ref: str) -> str:
     """The route a ref belongs to: refs/heads/routes/<route> (or routes/<route>)."""
-    name = ref.removeprefix("refs/heads/")
-    if not name.startswith("routes/") or not re.fullmatch(r"routes/[A-Za-z0-9][A-Za-z0-9._-]*", name):
-        raise ValueError(f"ref {ref!r} is not a route ref (refs/heads/routes/<route>)")
-    return name.removeprefix("routes/")
+    full = ref if ref.startswith("refs/") else "refs/heads/" + ref
+    if not (full.startswith(names.ROUTE_PREFIX) and names.is_route(full.removeprefix(names.ROUTE_PREFIX))):
+        raise ValueError(f"ref {clip(ref)} is not a route ref (refs/heads/routes/<route>: {names.ROUTE.rule})")
+    return full.removeprefix(names.ROUTE_PREFIX)
 
 
 def job_ref(job_id: str) -> str:

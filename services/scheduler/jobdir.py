@@ -12,7 +12,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-SCHEDULER_IDENTITY = "system:scheduler"
+from contracts import names
 
 
 class GitError(Exception):
@@ -101,9 +101,9 @@ class HostedRepo:
                 "GIT_DIR": str(scratch),
                 "GIT_WORK_TREE": str(work_dir),
                 "GIT_INDEX_FILE": str(scratch / "index"),
-                "GIT_AUTHOR_NAME": SCHEDULER_IDENTITY,
+                "GIT_AUTHOR_NAME": names.SCHEDULER,
                 "GIT_AUTHOR_EMAIL": "scheduler@kernelboard.local",
-                "GIT_COMMITTER_NAME": SCHEDULER_IDENTITY,
+                "GIT_COMMITTER_NAME": names.SCHEDULER,
                 "GIT_COMMITTER_EMAIL": "scheduler@kernelboard.local",
             }
             if date is not None:  # a fixed date: the same directory always gives the same commit

@@ -9,7 +9,6 @@ job can never be reported finished twice, even by two schedulers or one restarte
 import asyncio
 import contextlib
 import hashlib
-import json
 import re
 import shutil
 import time
@@ -21,12 +20,13 @@ from typing import Protocol
 
 from kernelboard.v1 import events_pb2
 
+from contracts import access, names, rules
 from services.common import metrics
 from services.common.eventlog import ConcurrencyConflict, NewEvent
 from services.common.logs import bind_ids, get_logger
 from services.scheduler import domain
 from services.scheduler.domain import JobView
-from services.scheduler.jobdir import SCHEDULER_IDENTITY, GitError, HostedRepo
+from services.scheduler.jobdir import GitError, HostedRepo
 from services.scheduler.slurm import Slurm, SlurmError
 
 log = get_logger(component="scheduler")
@@ -43,11 +43,6 @@ RESULT_ERRORS = metrics.counter(
 )
 
 _SHA = re.compile(r"^[0-9a-f]{40}$")
-ROLE_NAMES = {
-    events_pb2.ROLE_SIGNED_IN: "signed-in",
-    events_pb2.ROLE_MEMBER: "member",
-    events_pb2.ROLE_MAINTAINER: "maintainer",
-}
 
 
 class Refused(Exception):
@@ -202,10 +197,8 @@ class JobService:
         owner = await self._route_owner(route)
         if owner is None:
             raise Refused("NOT_FOUND", f"unknown route {route!r}: start it and push first")
-        if principal.role < events_pb2.ROLE_MAINTAINER and principal.owner != owner:
-            raise Refused(
-                "PERMISSION_DENIED", f"route {route!r} belongs to {owner}; {principal.name} may not run jobs on it"
-            )
+        actor = access.Actor.of(principal)
+        access.require(actor, access.Action.SUBMIT_JOB, access.Target(owner=owner, label=f"route {route!r}"))
         full_ref = f"refs/heads/routes/{route}"
         tip = await self.repo.resolve(full_ref)
         if tip is None or not await self.repo.is_ancestor(sha, tip):
@@ -217,7 +210,7 @@ class JobService:
             resources = domain.check_script(script.decode(errors="replace"), await self._limits())
         except domain.DirectiveError as err:
             raise Refused("INVALID_ARGUMENT", f"{script_path}: {err}") from None
-        held = principal.role < events_pb2.ROLE_MEMBER
+        held = access.held(actor)
 
         number, work_dir = await self._new_work_dir()
         try:
@@ -270,11 +263,7 @@ class JobService:
             return view
 
     async def release(self, principal, job_id: str) -> JobView:
-        if principal.role < events_pb2.ROLE_MAINTAINER:
-            raise Refused(
-                "PERMISSION_DENIED",
-                f"maintainer role needed to release a job; {principal.name} ({ROLE_NAMES.get(principal.role)}) is not",
-            )
+        access.require(access.Actor.of(principal), access.Action.RELEASE_JOB)
         async with self._lock(job_id):
             view = self.get(job_id)
             if view.finished:
@@ -292,10 +281,9 @@ class JobService:
 
     async def cancel(self, principal, job_id: str) -> JobView:
         view = self.get(job_id)
-        if principal.role < events_pb2.ROLE_MAINTAINER and principal.owner != view.owner:
-            raise Refused(
-                "PERMISSION_DENIED", f"job {job_id} belongs to {view.owner}; only they or a maintainer may cancel it"
-            )
+        access.require(
+            access.Actor.of(principal), access.Action.CANCEL_JOB, access.Target(owner=view.owner, label=f"job {job_id}")
+        )
         if view.finished:
             raise Refused("FAILED_PRECONDITION", f"job {job_id} has already ended ({view.state})")
         try:
@@ -329,7 +317,7 @@ class JobService:
                 return appended
 
             async with self._lock(job_id):
-                await self._append_decided(job_id, decide, SCHEDULER_IDENTITY)
+                await self._append_decided(job_id, decide, names.SCHEDULER)
             for payload in appended:
                 with bind_ids(job_id=job_id):
                     log.info(type(payload).__name__, state=payload.state, reason=getattr(payload, "reason", ""))
@@ -383,7 +371,7 @@ class JobService:
                 bytes=result.bytes,
                 excluded=result.excluded,
             )
-            await self._append_decided(job_id, lambda v: [committed] if v.needs_result else None, SCHEDULER_IDENTITY)
+            await self._append_decided(job_id, lambda v: [committed] if v.needs_result else None, names.SCHEDULER)
             log.info("job result committed", ref=ref, result_sha=result.sha, excluded=len(result.excluded))
 
     async def cancel_orphans(self) -> list[str]:
@@ -431,17 +419,17 @@ class JobService:
     async def _limits(self) -> dict[str, domain.PartitionLimits]:
         """The partitions of the rules that judge (scienceslack.json at the tag checks), else the configured file."""
         text = None
-        checks = await self.repo.resolve("refs/tags/checks")
+        checks = await self.repo.resolve(names.CHECKS_TAG)
         if checks is not None:
-            text = await self.repo.read_file(checks, "scienceslack.json")
+            text = await self.repo.read_file(checks, rules.RULES_FILE)
         if text is None and self.config.rules_path is not None:
             text = self.config.rules_path.read_bytes()
         if text is None:
             raise Refused("FAILED_PRECONDITION", "no rules: the hosted repository has no tag checks yet")
         try:
-            return domain.partition_limits(json.loads(text))
-        except (ValueError, KeyError) as err:
-            raise Refused("FAILED_PRECONDITION", f"scienceslack.json: cannot read limits.partitions: {err!r}") from None
+            return domain.partition_limits(rules.parse(text))
+        except rules.RulesError as err:
+            raise Refused("FAILED_PRECONDITION", f"scienceslack.json: {err}") from None
 
     async def _new_work_dir(self) -> tuple[int, Path]:
         self.config.jobs_dir.mkdir(parents=True, exist_ok=True)

@@ -8,6 +8,7 @@ from pathlib import Path
 import grpc
 from kernelboard.v1 import events_pb2, scheduler_pb2, scheduler_pb2_grpc
 
+from contracts import names
 from services.common import auth
 from services.common.config import ServerConfig, Settings
 from services.common.eventlog import EventLog
@@ -15,7 +16,7 @@ from services.common.grpcserver import serve
 from services.common.logs import configure_logging, get_logger
 from services.scheduler.domain import job_message
 from services.scheduler.ingest_client import IngestPusher
-from services.scheduler.jobdir import SCHEDULER_IDENTITY, HostedRepo
+from services.scheduler.jobdir import HostedRepo
 from services.scheduler.jobs import JobService, Refused, SchedulerConfig
 from services.scheduler.slurm import Slurm
 
@@ -68,20 +69,20 @@ async def scheduler_token(event_log: EventLog, settings: Settings) -> str:
     if path.exists():
         return path.read_text().strip()
     async with event_log.pool.acquire() as conn:
-        if await auth.get_principal(conn, SCHEDULER_IDENTITY) is None:
+        if await auth.get_principal(conn, names.SCHEDULER) is None:
             try:
                 await auth.register_principal(
                     conn,
-                    SCHEDULER_IDENTITY,
+                    names.SCHEDULER,
                     events_pb2.PRINCIPAL_KIND_SERVICE,
-                    SCHEDULER_IDENTITY,
+                    names.SCHEDULER,
                     events_pb2.ROLE_SIGNED_IN,
                     log=event_log,
-                    actor=SCHEDULER_IDENTITY,
+                    actor=names.SCHEDULER,
                 )
             except auth.PrincipalExists:
                 pass  # registered meanwhile by ingest's seed or another scheduler
-        return await auth.issue_token(conn, SCHEDULER_IDENTITY, ttl=timedelta(days=30))
+        return await auth.issue_token(conn, names.SCHEDULER, ttl=timedelta(days=30))
 
 
 def config_from_env(settings: Settings) -> SchedulerConfig:

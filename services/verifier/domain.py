@@ -5,18 +5,17 @@ Which commits get checked (CommitIngested of kind route or job), which checks (e
 becomes a CheckCompleted: passed, or failed with reasons.
 """
 
-import json
-import math
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from google.protobuf import json_format
 from kernelboard.v1 import events_pb2
 
-from services.common.rules import Rules
+from contracts import metrics as metrics_format
+from contracts.metrics import MAX_REASONS, Metrics, MetricsError
+from contracts.metrics import cut as _text
+from contracts.rules import Rules
 
-VERIFIER_VERSION = 1
 CHECKED_KINDS = frozenset({events_pb2.COMMIT_KIND_ROUTE, events_pb2.COMMIT_KIND_JOB})
 # uuid5 namespace of check ids: the same (route, sha, check, rules commit) always names the same check.
 CHECK_NAMESPACE = uuid.UUID("5c0e4a3e-8f1b-4f55-9a57-6b1d0c3f7a10")
@@ -24,11 +23,6 @@ CHECK_NAMESPACE = uuid.UUID("5c0e4a3e-8f1b-4f55-9a57-6b1d0c3f7a10")
 # Exit statuses of the check script (the harness's contract).
 EXIT_PASSED, EXIT_BROKEN, EXIT_COULD_NOT_RUN = 0, 1, 2
 
-# Bounds on what a metrics file may put into the log: the file is written by code that runs the route's kernels.
-MAX_METRICS_BYTES = 4 * 1024 * 1024
-MAX_SUBTASKS = 64
-MAX_REASONS = 50
-MAX_TEXT = 500
 
 # failure_reason labels (kb_verifier_failures_total{reason}).
 GUARDRAIL = "guardrail"
@@ -181,110 +175,9 @@ def _base_completed(item: CheckItem, duration_s: float, host: str) -> events_pb2
     )
 
 
-def _text(value) -> str:
-    text = str(value)
-    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 1] + "…"
-
-
-class MetricsError(ValueError):
-    """The metrics file is not what a check must write; the message names the field."""
-
-
-@dataclass(frozen=True)
-class Metrics:
-    score: float
-    cost: float
-    subtasks: tuple[events_pb2.Subtask, ...]
-    passed: bool | None
-    reasons: tuple[str, ...]
-    runner: str
-    torch_version: str
-    triton_version: str
-    verified: bool
-    not_verified_because: tuple[str, ...]
-
-
-def _number(document: dict, name: str) -> float:
-    value = document.get(name)
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise MetricsError(f"{name}: must be a number, got {type(value).__name__}")
-    if not math.isfinite(value) or value < 0:
-        raise MetricsError(f"{name}: must be a finite number >= 0, got {value!r}")
-    return float(value)
-
-
-def _strings(document: dict, name: str) -> tuple[str, ...]:
-    value = document.get(name, [])
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise MetricsError(f"{name}: must be a list of strings")
-    return tuple(_text(v) for v in value[:MAX_REASONS])
-
-
-def _optional_string(document: dict, name: str) -> str:
-    value = document.get(name)
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise MetricsError(f"{name}: must be a string, got {type(value).__name__}")
-    return _text(value)
-
-
 def parse_metrics(data: bytes) -> Metrics:
-    """Validates a metrics file: {"score", "cost", "subtasks"} at least (DESIGN.md), each subtask an events.proto
-    Subtask; raises MetricsError naming the first problem."""
-    if len(data) > MAX_METRICS_BYTES:
-        raise MetricsError(f"metrics file is {len(data)} bytes, over the {MAX_METRICS_BYTES}-byte limit")
-    try:
-        document = json.loads(data)
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise MetricsError(f"not valid JSON: {err}") from None
-    if not isinstance(document, dict):
-        raise MetricsError(f"must be a JSON object, got {type(document).__name__}")
-    missing = [name for name in ("score", "cost", "subtasks") if name not in document]
-    if missing:
-        raise MetricsError(f"{', '.join(missing)}: required field missing")
-    score, cost = _number(document, "score"), _number(document, "cost")
-    raw_subtasks = document["subtasks"]
-    if not isinstance(raw_subtasks, list):
-        raise MetricsError(f"subtasks: must be a list, got {type(raw_subtasks).__name__}")
-    if len(raw_subtasks) > MAX_SUBTASKS:
-        raise MetricsError(f"subtasks: {len(raw_subtasks)} entries, more than {MAX_SUBTASKS}")
-    subtasks = []
-    for index, raw in enumerate(raw_subtasks):
-        if not isinstance(raw, dict):
-            raise MetricsError(f"subtasks[{index}]: must be an object")
-        try:
-            subtask = json_format.ParseDict(raw, events_pb2.Subtask())
-        except json_format.ParseError as err:
-            raise MetricsError(f"subtasks[{index}]: {err}") from None
-        if not subtask.id:
-            raise MetricsError(f"subtasks[{index}].id: required")
-        for name in ("speedup", "reference_ms", "candidate_ms", "max_abs_error", "error_ratio", "floor_fraction"):
-            if not math.isfinite(getattr(subtask, name)):
-                raise MetricsError(f"subtasks[{index}].{name}: must be finite")
-        subtask.id = _text(subtask.id)
-        violations = [_text(v) for v in subtask.violations[:MAX_REASONS]]
-        del subtask.violations[:]
-        subtask.violations.extend(violations)
-        subtasks.append(subtask)
-    passed = document.get("passed")
-    if passed is not None and not isinstance(passed, bool):
-        raise MetricsError(f"passed: must be true or false, got {passed!r}")
-    verified = document.get("verified", False)
-    if not isinstance(verified, bool):
-        raise MetricsError(f"verified: must be true or false, got {verified!r}")
-    return Metrics(
-        score=score,
-        cost=cost,
-        subtasks=tuple(subtasks),
-        passed=passed,
-        reasons=_strings(document, "reasons"),
-        runner=_optional_string(document, "runner"),
-        torch_version=_optional_string(document, "torch"),
-        triton_version=_optional_string(document, "triton"),
-        verified=verified,
-        not_verified_because=_strings(document, "not_verified_because"),
-    )
+    """A check's metrics file, in contracts.metrics' CHECK profile; raises MetricsError naming the first problem."""
+    return metrics_format.parse(data, metrics_format.CHECK)
 
 
 def _last_line(text: str) -> str:

@@ -4,9 +4,9 @@ commit (CommitIngested), inside the consumer's transaction, so that a redelivere
 import asyncpg
 from kernelboard.v1 import events_pb2
 
+from contracts.rules import RulesError, parse
 from services.common.eventlog import EventLog
 from services.common.logs import bind_ids, get_logger
-from services.common.rules import RulesError, load_rules
 from services.verifier import domain
 from services.verifier.queue import CheckQueue
 
@@ -32,7 +32,7 @@ class Intake:
     async def _rules_approved(self, conn: asyncpg.Connection, event: events_pb2.Event) -> None:
         approved = event.rules_approved
         try:
-            rules = load_rules(approved.rules_json)
+            rules = parse(approved.rules_json)
         except RulesError as err:
             # Ingest validates before it moves the tag; rules that still fail here keep the previous ones judging.
             log.error(

@@ -12,8 +12,9 @@ from datetime import datetime
 import asyncpg
 from kernelboard.v1 import events_pb2
 
+from contracts.metrics import VERIFIER_VERSION
+from contracts.rules import parse
 from services.common.eventlog import ConcurrencyConflict, DuplicateEvent, EventLog, NewEvent, decode_row
-from services.common.rules import load_rules
 from services.verifier import domain
 from services.verifier.domain import ApprovedRules, CheckItem, Verdict
 
@@ -93,7 +94,7 @@ class CheckQueue:
         row = await (conn or self.pool).fetchrow("SELECT rules_commit, rules_json FROM verifier_rules")
         if row is None:
             return None
-        return ApprovedRules(row["rules_commit"], load_rules(row["rules_json"]))
+        return ApprovedRules(row["rules_commit"], parse(row["rules_json"]))
 
     # --- intake ---
 
@@ -187,7 +188,7 @@ class CheckQueue:
             verdict.completed,
             actor=ACTOR,
             event_id=domain.completed_event_id(check_id),
-            verifier_version=domain.VERIFIER_VERSION,
+            verifier_version=VERIFIER_VERSION,
         )
         state = "passed" if verdict.completed.passed else "failed"
         try:

@@ -25,9 +25,10 @@ class TestBoard(board_pb2_grpc.BoardServicer):
         return board_pb2.BoardView(version=request.version, status=caller_summary())
 
     async def ListBoards(self, request, context):
-        from services.common.auth import MAINTAINER, require_role
+        from contracts import access
+        from services.common.auth import current_principal
 
-        await require_role(context, MAINTAINER, "list every board")
+        access.require_role(access.Actor.of(current_principal()), access.MAINTAINER, "list every board")
         return board_pb2.ListBoardsReply(boards=[board_pb2.BoardView(status=caller_summary())])
 
 

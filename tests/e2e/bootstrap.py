@@ -11,6 +11,7 @@ import json
 
 from kernelboard.v1 import events_pb2
 
+from contracts import names
 from services.common.config import Settings
 from services.common.eventlog import EventLog
 from services.ingest import domain, store
@@ -27,10 +28,10 @@ async def bootstrap(settings: Settings) -> None:
         await ingest.start()
         report = SeedReport()
         curator = await ensure_principal(ingest, CURATOR, domain.PERSON, events_pb2.ROLE_MAINTAINER, report)
-        await ensure_principal(ingest, domain.SCHEDULER, domain.SERVICE, events_pb2.ROLE_SIGNED_IN, report)
+        await ensure_principal(ingest, names.SCHEDULER, domain.SERVICE, events_pb2.ROLE_SIGNED_IN, report)
         await ensure_token(ingest, CURATOR, settings.home / "curator.token", report)
-        await ensure_token(ingest, domain.SCHEDULER, settings.home / "scheduler.token", report)
-        actor = Actor(curator.name, curator.kind, curator.owner, curator.role)
+        await ensure_token(ingest, names.SCHEDULER, settings.home / "scheduler.token", report)
+        actor = Actor.of(curator)
         if not await store.ref_value(ingest.pool, domain.MAIN_REF):
             main = await ingest.repo.commit_files("", main_files(PROJECT), "The benchmark", CURATOR)
             await ingest.advance(actor, "main", main)

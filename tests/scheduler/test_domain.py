@@ -1,6 +1,5 @@
 """The scheduler's pure domain: directives and limits, sacct/squeue parsing, the job state machine, backoff."""
 
-import json
 from pathlib import Path
 
 import pytest
@@ -9,10 +8,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from kernelboard.v1 import events_pb2
 
+from contracts import rules
 from services.scheduler import domain
 from services.scheduler.domain import DirectiveError
 
-RULES = json.loads((Path(__file__).resolve().parents[2] / "scienceslack.json").read_text())
+RULES = rules.load_file(Path(__file__).resolve().parents[2] / "scienceslack.json")
 LIMITS = domain.partition_limits(RULES)
 
 

@@ -5,7 +5,8 @@ import json
 import pytest
 from kernelboard.v1 import events_pb2
 
-from services.common.rules import load_rules
+from contracts import metrics
+from contracts.rules import parse
 from services.verifier import domain
 from services.verifier.domain import ApprovedRules, RunOutcome
 from tests.verifier.conftest import project_rules, rules_with_checks
@@ -25,7 +26,7 @@ VALID = {
 
 
 def approved(rules: dict | None = None) -> ApprovedRules:
-    return ApprovedRules(RULES_COMMIT, load_rules(rules or project_rules()))
+    return ApprovedRules(RULES_COMMIT, parse(rules or project_rules()))
 
 
 def commit(kind=events_pb2.COMMIT_KIND_ROUTE, **fields) -> events_pb2.CommitIngested:
@@ -66,7 +67,7 @@ def test_the_same_commit_check_and_rules_always_name_the_same_check():
     first = domain.checks_for_commit(commit(), "e1", approved(), "fast")[0]
     again = domain.checks_for_commit(commit(), "e-redelivered", approved(), "fast")[0]
     assert first.check_id == again.check_id
-    other_rules = ApprovedRules("c" * 40, load_rules(project_rules()))
+    other_rules = ApprovedRules("c" * 40, parse(project_rules()))
     assert domain.checks_for_commit(commit(), "e1", other_rules, "fast")[0].check_id != first.check_id
 
 
@@ -109,6 +110,7 @@ def test_a_broken_guardrail_fails_with_the_harness_reasons():
         (outcome(2, None, tail="x\nbad rules\n"), domain.COULD_NOT_RUN, "could not run: bad rules"),
         (outcome(0, None), domain.NO_METRICS, "wrote no metrics file"),
         (outcome(0, b"{not json"), domain.MALFORMED_METRICS, "not valid JSON"),
+        (outcome(0, b"[" * 100_000), domain.MALFORMED_METRICS, "nested too deeply"),
         (
             RunOutcome(0, False, 1.0, None, metrics_error="not a regular file"),
             domain.MALFORMED_METRICS,
@@ -132,12 +134,12 @@ def test_every_other_ending_fails_saying_why(run, reason, words):
 
 
 def test_a_huge_metrics_file_is_refused_and_long_texts_are_cut():
-    huge = b" " * (domain.MAX_METRICS_BYTES + 1)
+    huge = b" " * (metrics.MAX_BYTES + 1)
     assert "over the" in domain.judge(item(), outcome(0, huge), host="h").completed.reasons[0]
     noisy = {**VALID, "passed": False, "reasons": ["x" * 10_000] * 200}
     verdict = domain.judge(item(), outcome(1, noisy), host="h")
-    assert len(verdict.completed.reasons) == domain.MAX_REASONS
-    assert all(len(r) <= domain.MAX_TEXT for r in verdict.completed.reasons)
+    assert len(verdict.completed.reasons) == metrics.MAX_REASONS
+    assert all(len(r) <= metrics.MAX_TEXT for r in verdict.completed.reasons)
 
 
 def test_abandoned_and_routeless_checks_fail():

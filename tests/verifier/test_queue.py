@@ -6,6 +6,7 @@ import contextlib
 
 from kernelboard.v1 import events_pb2
 
+from contracts.metrics import VERIFIER_VERSION
 from services.common.consumer import Consumer
 from services.common.eventlog import NewEvent
 from services.verifier import domain
@@ -117,7 +118,7 @@ async def test_an_expired_lease_passes_the_check_on_and_only_the_first_completio
     outcome = domain.RunOutcome(0, False, 1.0, b'{"score": 1, "cost": 0, "subtasks": []}')
     verdict = domain.judge(second.item, outcome, host="w2")
     event = await queue.complete(second.item.check_id, verdict)
-    assert event is not None and event.verifier_version == domain.VERIFIER_VERSION
+    assert event is not None and event.verifier_version == VERIFIER_VERSION
     assert await queue.complete(first.item.check_id, domain.judge(first.item, outcome, host="w1")) is None
     assert await stream_types(log, first.item.check_id) == ["CheckRequested", "CheckCompleted"]
     row = await queue.get(first.item.check_id)

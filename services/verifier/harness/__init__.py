@@ -4,5 +4,3 @@ Pure torch + stdlib, so that it runs on the GPU machine, which has torch but nei
 jsonschema. Importing this package is cheap (no torch); ``verify.run_check`` does the work, ``main.main`` is the CLI
 (``kb verify`` and ``python -m services.verifier.harness``).
 """
-
-VERIFIER_VERSION = 1

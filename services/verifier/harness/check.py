@@ -9,9 +9,10 @@ from pathlib import Path
 
 import torch
 
+from contracts import rules as rules_file
+from contracts.metrics import VERIFIER_VERSION
 from services.common.confine import Caps
-from services.verifier.harness import VERIFIER_VERSION, integrity
-from services.verifier.harness.rules import RulesFileError, load_harness_rules
+from services.verifier.harness import integrity
 from services.verifier.harness.static_scan import scan_route
 from services.verifier.harness.verify import (
     Candidates,
@@ -106,9 +107,9 @@ def run_check(
     started = integrity.perf_counter()
     rules_path = Path(rules_path)
     try:
-        rules = load_harness_rules(rules_path)
-    except RulesFileError as err:
-        raise CouldNotRun(str(err)) from err
+        rules = rules_file.load_file(rules_path)
+    except rules_file.RulesError as err:
+        raise CouldNotRun(f"rules: {err}") from err
     route_dir = Path(route_dir)
     if not route_dir.is_dir():
         raise CouldNotRun(f"route directory {route_dir} does not exist")
@@ -217,8 +218,8 @@ def run_check(
             "atol": rules.atol,
             "rtol": rules.rtol,
             "random_inputs": rules.random_inputs,
-            "runs": rules.runs if kit.profile == "gpu" else min(rules.runs, 20),
-            "warmup_runs": rules.warmup_runs,
+            "runs": rules.timing.runs if kit.profile == "gpu" else min(rules.timing.runs, 20),
+            "warmup_runs": rules.timing.warmup_runs,
             "l2_flush_bytes": kit.flush_bytes,
             "persisting_l2_reset": kit.persisting_reset,
         },

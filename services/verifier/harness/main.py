@@ -24,7 +24,7 @@ def _write(path: str, document: dict) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from services.verifier.harness import VERIFIER_VERSION
+    from contracts.metrics import VERIFIER_VERSION
 
     try:
         from services.verifier.harness.check import run_check

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import torch
 
+from contracts.rules import Rules
 from kernels import problems as problem_registry
 from services.common.confine import Caps, Confinement, interpreter_paths
 from services.verifier.harness import draws, integrity
@@ -44,7 +45,6 @@ from services.verifier.harness.recorder import (
     launched_kernels,
     op_violations,
 )
-from services.verifier.harness.rules import HarnessRules
 from services.verifier.harness.static_scan import ScanResult
 
 PRECISION_RATIO_BOUND = 4.0  # candidate error vs the float64 oracle over the reference's own error
@@ -61,10 +61,18 @@ TIMING_POOL = 2  # input buffers rotated through the timed runs
 RECHECKS = 5  # timed runs whose outputs the judge takes back and re-checks
 CPU_RUNS_CAP = 20  # the CPU profile's timing is indicative only; keep CI fast
 COPY_BANDWIDTH_BYTES_PER_S = 4.18e12  # H200, BENCHMARK.md
-PROBLEM_TIME_LIMIT_S = float(os.environ.get("KB_PROBLEM_TIME_LIMIT_S", "300"))
+PROBLEM_TIME_LIMIT_S = 300.0  # per problem, for everything the candidate is asked; KB_PROBLEM_TIME_LIMIT_S overrides
 CALIBRATION_PINGS = 20
 CALIBRATION_BYTES = {"gpu": 64 << 20, "cpu": 4 << 20}
 CODE_ROOT = Path(__file__).resolve().parents[3]
+
+
+def problem_time_limit_s() -> float:
+    value = os.environ.get("KB_PROBLEM_TIME_LIMIT_S", "")
+    try:
+        return float(value) if float(value) > 0 else PROBLEM_TIME_LIMIT_S
+    except ValueError:
+        return PROBLEM_TIME_LIMIT_S
 
 
 class CouldNotRun(Exception):
@@ -117,18 +125,18 @@ class ProblemResult:
 
 @dataclass
 class Context:
-    rules: HarnessRules
+    rules: Rules
     shape: str
     device: torch.device
     kit: GpuKit | CpuKit
 
     @property
     def runs(self) -> int:
-        return self.rules.runs if self.kit.profile == "gpu" else min(self.rules.runs, CPU_RUNS_CAP)
+        return self.rules.timing.runs if self.kit.profile == "gpu" else min(self.rules.timing.runs, CPU_RUNS_CAP)
 
     @property
     def warmup(self) -> int:
-        return self.rules.warmup_runs if self.kit.profile == "gpu" else min(self.rules.warmup_runs, 2)
+        return self.rules.timing.warmup_runs if self.kit.profile == "gpu" else min(self.rules.timing.warmup_runs, 2)
 
 
 def _seed() -> int:
@@ -275,7 +283,7 @@ class CandidateProcess:
             return self.channel.recv(deadline, max_payload)
         except ChannelTimeout:
             self.kill()
-            limit = PROBLEM_TIME_LIMIT_S
+            limit = problem_time_limit_s()
             raise CandidateDied(
                 self._died(f"gave no answer to '{order['op']}' within the {limit:.0f} s limit")
             ) from None
@@ -323,7 +331,7 @@ class CandidateProcess:
     def calibrate(self) -> None:
         """The channel's own cost, measured before any route code is imported: a round trip (with a device
         synchronize) and a copy back per byte. The judge's clock checks allow exactly these on top of a call."""
-        deadline = time.monotonic() + max(PROBLEM_TIME_LIMIT_S, 120)
+        deadline = time.monotonic() + max(problem_time_limit_s(), 120)
         trips = []
         for _ in range(CALIBRATION_PINGS):
             t0 = time.perf_counter()
@@ -371,7 +379,7 @@ class _Judge:
         self.problem = ref.problem
         self.result = result
         self.candidate = candidate
-        self.deadline = time.monotonic() + PROBLEM_TIME_LIMIT_S
+        self.deadline = time.monotonic() + problem_time_limit_s()
 
     def ask(self, order: dict, max_payload: int = 0):
         header, payload = self.candidate.ask(order, self.deadline, max_payload)
@@ -455,7 +463,7 @@ class _Judge:
 
     def check_correctness(self):
         rules = self.ctx.rules
-        previous_out = None
+        earlier = []
         for index in range(rules.random_inputs):
             canaried = index > 0
             seed = _seed()
@@ -466,13 +474,13 @@ class _Judge:
                 self.record_error(out, expected)
                 fault = self.output_faults(out, expected)
                 if fault is not None:
-                    raise _Broken(self.explain_mismatch(fault, out, previous_out, seed, canaried))
+                    raise _Broken(self.explain_mismatch(fault, out, earlier, seed, canaried))
             else:
                 raise _Broken(fault)
             if index == 0:
                 self.check_ops(header, inputs)
                 plain = (inputs, out, expected)  # judged for precision once the canaries had their say
-            previous_out = out
+            earlier.append(out)
         # Last, so that a partial-work kernel is named by the canaries (class 2), not by its error (class 8).
         self.check_precision(*plain)
 
@@ -611,23 +619,27 @@ class _Judge:
         return Timing(device_ms, reported_wall)
 
     def check_judges_clock(self, reported_wall, judged_wall, late):
-        """Class 6: what the candidate reports must account for the time the judge saw the call take."""
+        """Class 6: what the candidate reports must account for the time the judge saw the call take. Judged on the
+        quietest calls (a quarter of them, the fastest re-check), so that a loaded machine's hiccups are not read as
+        tampering, while a patched timer or a lazy output is late on every call."""
         slack = JUDGE_CLOCK_SLACK_MS[self.ctx.kit.profile]
         trip = self.candidate.round_trip_ms
-        claimed, seen = Timing.median(reported_wall), Timing.median(judged_wall) - trip
-        self.result.details.update(judge_wall_ms=seen, channel_round_trip_ms=trip)
-        if seen > JUDGE_CLOCK_RATIO * claimed + slack:
+        excess = sorted(j - trip - JUDGE_CLOCK_RATIO * r for j, r in zip(judged_wall, reported_wall, strict=True))
+        quiet = excess[len(excess) // 4]
+        self.result.details.update(judge_wall_ms=Timing.median(judged_wall) - trip, channel_round_trip_ms=trip)
+        if quiet > slack:
+            claimed, seen = Timing.median(reported_wall), Timing.median(judged_wall) - trip
             raise _Broken(
                 f"class 6 (patching the harness): the candidate's timer reported {claimed:.3f} ms per call (median) "
                 f"but the judge's clock saw {seen:.3f} ms -- a patched timer or statistics"
             )
-        for took, wall in late:
-            if took > JUDGE_CLOCK_RATIO * wall + slack:
-                raise _Broken(
-                    f"class 6 (patching the harness): a re-checked output arrived {took:.3f} ms after its call started "
-                    f"(copy allowed for), the candidate reported {wall:.3f} ms -- work done after the reported time "
-                    "(a lazy or deferred output)"
-                )
+        if late and min(took - JUDGE_CLOCK_RATIO * wall for took, wall in late) > slack:
+            took, wall = min(late)
+            raise _Broken(
+                f"class 6 (patching the harness): every re-checked output arrived late, at least {took:.3f} ms after "
+                f"its call was reported done (copy allowed for) while the candidate reported {wall:.3f} ms for the "
+                "call -- work done after the reported time (a lazy or deferred output)"
+            )
 
     def judge_timing(self):
         ctx = self.ctx
@@ -757,5 +769,5 @@ def release_memory(device: torch.device):
         torch.cuda.empty_cache()
 
 
-def make_kit(device: torch.device, rules: HarnessRules):
-    return GpuKit(device, rules.l2_flush) if device.type == "cuda" else CpuKit(device)
+def make_kit(device: torch.device, rules: Rules):
+    return GpuKit(device, rules.timing.l2_flush) if device.type == "cuda" else CpuKit(device)

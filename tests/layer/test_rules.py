@@ -1,4 +1,5 @@
-"""scienceslack.json validation: the project's own file passes; each kind of bad input names its field."""
+"""scienceslack.json validation: the project's own file passes; each kind of bad input names its field, and the
+stdlib reader (the harness's, without jsonschema) names exactly what jsonschema names, in the same order."""
 
 import copy
 import json
@@ -7,7 +8,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from services.common.rules import SCHEMA_PATH, Rules, RulesError, load_rules, load_rules_file
+from contracts.rules import SCHEMA_PATH, RulesError, load_file, parse, validate
 
 REFERENCE = Path(__file__).resolve().parents[2] / "scienceslack.json"
 
@@ -18,8 +19,20 @@ def rules_dict():
 
 
 def errors_of(data) -> tuple[str, ...]:
+    """What parse says of ``data``, after checking that both readers say exactly that."""
     with pytest.raises(RulesError) as caught:
-        load_rules(data)
+        parse(data)
+    if not isinstance(data, str) or caught.value.errors[0].startswith("scienceslack.json: not valid JSON"):
+        document = data if not isinstance(data, str) else None
+    else:
+        document = json.loads(data)
+    if document is not None:
+        by_reader = []
+        for use_jsonschema in (True, False):
+            with pytest.raises(RulesError) as each:
+                validate(document, use_jsonschema=use_jsonschema)
+            by_reader.append(each.value.errors)
+        assert by_reader[0] == by_reader[1] == caught.value.errors
     return caught.value.errors
 
 
@@ -28,7 +41,7 @@ def test_schema_is_valid_draft_2020_12():
 
 
 def test_reference_file_loads_into_the_view():
-    rules = load_rules_file(REFERENCE)
+    rules = load_file(REFERENCE)
     assert rules.benchmark_version == 1 and rules.status == "active"
     assert len(rules.kernels) == 12 and "matmul" in rules.kernels
     assert rules.atol == 0.01 and rules.rtol == 0.01 and rules.random_inputs == 5
@@ -42,7 +55,7 @@ def test_reference_file_loads_into_the_view():
 
 
 def test_view_is_frozen():
-    rules = load_rules_file(REFERENCE)
+    rules = load_file(REFERENCE)
     with pytest.raises(AttributeError):
         rules.atol = 1.0
     with pytest.raises(TypeError):
@@ -130,7 +143,7 @@ def test_check_script_must_stay_under_checks(rules_dict):
         (error,) = errors_of(bad)
         assert error.startswith(f"checks[0].script: {script!r} must be a file path under checks/"), error
     rules_dict["checks"][0]["script"] = "checks/gpu/verify.v2.sbatch"
-    assert load_rules(rules_dict).checks[0].script == "checks/gpu/verify.v2.sbatch"
+    assert parse(rules_dict).checks[0].script == "checks/gpu/verify.v2.sbatch"
 
 
 def test_metrics_is_a_file_name(rules_dict):
@@ -161,34 +174,46 @@ def test_all_errors_listed_in_the_message(rules_dict):
     rules_dict["guardrails"]["rtol"] = -0.5
     rules_dict["maintainers"] = []
     with pytest.raises(RulesError) as caught:
-        load_rules(json.dumps(rules_dict))
+        parse(json.dumps(rules_dict))
     assert str(caught.value) == (
         "guardrails.atol: 0 must be greater than 0; guardrails.rtol: -0.5 must be greater than 0; "
         "maintainers: must not be empty"
     )
 
 
-def test_module_reads_without_jsonschema(tmp_path):
-    """The GPU harness has no jsonschema: importing rules.py and building the view must not need it."""
+def test_without_jsonschema_the_same_rules_and_the_same_errors(tmp_path, rules_dict):
+    """The GPU harness has no jsonschema: importing contracts.rules, validating and building the view must not need
+    it, and give what the services get."""
     import subprocess
     import sys
 
     blocker = tmp_path / "jsonschema.py"
     blocker.write_text("raise ImportError('jsonschema is not installed here')\n")
+    broken = copy.deepcopy(rules_dict)
+    broken["guardrails"]["atol"] = 0
+    del broken["maintainers"]
+    (tmp_path / "broken.json").write_text(json.dumps(broken))
     code = (
-        "import json, sys; from services.common.rules import Rules;"
-        f"r = Rules.from_validated(json.load(open({str(REFERENCE)!r}))); print(r.benchmark_version, len(r.kernels))"
+        "import sys; from contracts.rules import RulesError, load_file\n"
+        f"r = load_file({str(REFERENCE)!r}); print(r.benchmark_version, len(r.kernels), r.maintainers[0])\n"
+        f"try: load_file({str(tmp_path / 'broken.json')!r})\n"
+        "except RulesError as err: print(err)\n"
+        "print('jsonschema' in sys.modules)"
     )
     repo = REFERENCE.parent
     out = subprocess.run(
         [sys.executable, "-c", code],
-        env={"PYTHONPATH": f"{tmp_path}:{repo}:{repo / 'protos'}"},
+        env={"PYTHONPATH": f"{tmp_path}:{repo}"},
         capture_output=True,
         text=True,
         check=True,
     )
-    assert out.stdout.split() == ["1", "12"]
-    assert Rules.from_validated(json.loads(REFERENCE.read_text())) == load_rules_file(REFERENCE)
+    assert out.stdout.splitlines() == [
+        "1 12 curator",
+        "maintainers: required field missing; guardrails.atol: 0 must be greater than 0",
+        "False",
+    ]
+    assert errors_of(broken) == ("maintainers: required field missing", "guardrails.atol: 0 must be greater than 0")
 
 
 def leaf_and_object_paths(value, path=()):

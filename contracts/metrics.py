@@ -1,0 +1,169 @@
+"""The ``{score, cost, subtasks}`` format, parsed one way (docs/ARCHITECTURE.md, "Metrics"), in two declared profiles:
+
+- ``CHECK``: the metrics file a check writes (the file named by ``checks[].metrics`` in the rules; the harness's
+  output). ``subtasks`` is a list of at most MAX_SUBTASKS events.proto Subtask objects, each with an ``id``; it may
+  also say ``passed``, ``verified``, ``reasons``, ``not_verified_because``, ``runner``, ``torch`` and ``triton``. The
+  verifier turns it into a CheckCompleted.
+- ``REPORT``: a route's own report, ``routes/<route>/metrics.json``. ``subtasks`` is a list or an object of the
+  route's choosing (recorded as is in MetricsReported); other fields are the route's own and are not read.
+
+Both: at most MAX_BYTES, a JSON object, ``score`` and ``cost`` required finite numbers >= 0 (not booleans),
+``subtasks`` required. A MetricsError names the first field that is wrong.
+
+VERIFIER_VERSION is the version of the verifier that writes and judges the CHECK profile: the harness stamps it into
+the file and the verifier into CheckCompleted; the rules' ``benchmark.verifier_versions`` says which ones count.
+
+Standard library only at import (the harness imports VERIFIER_VERSION); the CHECK profile's subtasks need the
+generated protos, imported when that profile is parsed (by the verifier, which has them).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+
+VERIFIER_VERSION = 1
+
+MAX_BYTES = 4 * 1024 * 1024  # what a metrics file may put into the log; it is written by code that runs kernels
+MAX_SUBTASKS = 64
+MAX_REASONS = 50
+MAX_TEXT = 500
+SUBTASK_NUMBERS = ("speedup", "reference_ms", "candidate_ms", "max_abs_error", "error_ratio", "floor_fraction")
+
+
+class MetricsError(ValueError):
+    """The file is not what its profile requires; the message names the field."""
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    subtasks: str  # "subtask list" (events.proto Subtask objects) or "list or object" (the route's own)
+    reads_verdict: bool  # passed, verified, reasons, runner, ... are read
+
+
+CHECK = Profile("check", "subtask list", reads_verdict=True)
+REPORT = Profile("report", "list or object", reads_verdict=False)
+
+
+@dataclass(frozen=True)
+class Metrics:
+    score: float
+    cost: float
+    subtasks: object  # CHECK: a tuple of events_pb2.Subtask; REPORT: the list or object as written
+    passed: bool | None = None
+    reasons: tuple[str, ...] = ()
+    runner: str = ""
+    torch_version: str = ""
+    triton_version: str = ""
+    verified: bool = False
+    not_verified_because: tuple[str, ...] = ()
+
+
+def cut(value) -> str:
+    """Text from a metrics file, cut to MAX_TEXT characters."""
+    text = str(value)
+    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 1] + "…"
+
+
+def _number(document: dict, name: str) -> float:
+    value = document.get(name)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise MetricsError(f"{name}: must be a number, got {type(value).__name__}")
+    if not math.isfinite(value) or value < 0:
+        raise MetricsError(f"{name}: must be a finite number >= 0, got {value!r}")
+    return float(value)
+
+
+def _strings(document: dict, name: str) -> tuple[str, ...]:
+    value = document.get(name, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise MetricsError(f"{name}: must be a list of strings")
+    return tuple(cut(v) for v in value[:MAX_REASONS])
+
+
+def _optional_string(document: dict, name: str) -> str:
+    value = document.get(name)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise MetricsError(f"{name}: must be a string, got {type(value).__name__}")
+    return cut(value)
+
+
+def _flag(document: dict, name: str, default):
+    value = document.get(name, default)
+    if value is not default and not isinstance(value, bool):
+        raise MetricsError(f"{name}: must be true or false, got {value!r}")
+    return value
+
+
+def _check_subtasks(raw) -> tuple:
+    from google.protobuf import json_format
+    from kernelboard.v1 import events_pb2
+
+    if not isinstance(raw, list):
+        raise MetricsError(f"subtasks: must be a list, got {type(raw).__name__}")
+    if len(raw) > MAX_SUBTASKS:
+        raise MetricsError(f"subtasks: {len(raw)} entries, more than {MAX_SUBTASKS}")
+    subtasks = []
+    for index, item in enumerate(raw):
+        if not isinstance(item, dict):
+            raise MetricsError(f"subtasks[{index}]: must be an object")
+        try:
+            subtask = json_format.ParseDict(item, events_pb2.Subtask())
+        except json_format.ParseError as err:
+            raise MetricsError(f"subtasks[{index}]: {err}") from None
+        if not subtask.id:
+            raise MetricsError(f"subtasks[{index}].id: required")
+        for name in SUBTASK_NUMBERS:
+            if not math.isfinite(getattr(subtask, name)):
+                raise MetricsError(f"subtasks[{index}].{name}: must be finite")
+        subtask.id = cut(subtask.id)
+        violations = [cut(v) for v in subtask.violations[:MAX_REASONS]]
+        del subtask.violations[:]
+        subtask.violations.extend(violations)
+        subtasks.append(subtask)
+    return tuple(subtasks)
+
+
+def parse(data: bytes | str, profile: Profile) -> Metrics:
+    """Validate a metrics file of ``profile``; raises MetricsError naming the first problem."""
+    size = len(data.encode() if isinstance(data, str) else data)
+    if size > MAX_BYTES:
+        raise MetricsError(f"the file is {size} bytes, over the {MAX_BYTES}-byte limit")
+    try:
+        document = json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise MetricsError(f"not valid JSON: {err}") from None
+    except RecursionError:
+        raise MetricsError("not valid JSON: nested too deeply") from None
+    if not isinstance(document, dict):
+        raise MetricsError(f"must be a JSON object with score, cost and subtasks, got {type(document).__name__}")
+    missing = [name for name in ("score", "cost", "subtasks") if name not in document]
+    if missing:
+        raise MetricsError(f"{', '.join(missing)}: required field missing")
+    score, cost = _number(document, "score"), _number(document, "cost")
+    raw = document["subtasks"]
+    if profile.subtasks == "subtask list":
+        subtasks = _check_subtasks(raw)
+    elif isinstance(raw, list | dict):
+        subtasks = raw
+    else:
+        raise MetricsError(f"subtasks: must be a list or an object, got {type(raw).__name__}")
+    if not profile.reads_verdict:
+        return Metrics(score, cost, subtasks)
+    passed, verified = _flag(document, "passed", None), _flag(document, "verified", False)
+    return Metrics(
+        score=score,
+        cost=cost,
+        subtasks=subtasks,
+        passed=passed,
+        reasons=_strings(document, "reasons"),
+        runner=_optional_string(document, "runner"),
+        torch_version=_optional_string(document, "torch"),
+        triton_version=_optional_string(document, "triton"),
+        verified=verified,
+        not_verified_because=_strings(document, "not_verified_because"),
+    )

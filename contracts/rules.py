@@ -1,0 +1,506 @@
+"""scienceslack.json, the benchmark's rules, read one way for everyone (docs/ARCHITECTURE.md, "Rules").
+
+``parse`` validates against scienceslack.schema.json (beside this module) and returns the typed, frozen ``Rules``:
+the benchmark card, the verifier versions it accepts, the guardrails, the checks, the Slurm limits and the
+maintainers. It validates with jsonschema where it is installed (the services) and with this module's own reader of
+the same schema where it is not (the GPU harness and the check script run with stdlib and torch only); both give the
+same Rules, or the same RulesError naming every field that is wrong (tests/layer/test_rules.py runs every case
+through both).
+
+``read_card`` is the lenient reader for rules already in the log: the board shows, and ingest asks who may approve
+next, from rules that were valid when approved, under whatever schema held then. It never raises.
+
+``python -m contracts.rules metrics-file RULES SCRIPT`` prints the metrics file the check running SCRIPT writes
+(checks/verify.sbatch asks it).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from types import MappingProxyType
+
+RULES_FILE = "scienceslack.json"
+SCHEMA_PATH = Path(__file__).with_name("scienceslack.schema.json")
+_JSON_TYPES = {dict: "object", list: "array", str: "string", bool: "boolean", int: "integer", float: "number"}
+
+
+class RulesError(ValueError):
+    """scienceslack.json is not valid; ``errors`` lists every problem as ``field.path: what is wrong``."""
+
+    def __init__(self, errors: list[str]):
+        self.errors = tuple(errors)
+        super().__init__("; ".join(self.errors))
+
+
+@dataclass(frozen=True)
+class Timing:
+    statistic: str
+    runs: int
+    warmup_runs: int
+    l2_flush: bool
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    script: str
+    metrics: str
+    time_limit_s: int
+
+
+@dataclass(frozen=True)
+class Partition:
+    max_time_s: int
+    default_time_s: int
+    cpus: int
+    mem_mb: int
+    gpus: int
+
+
+@dataclass(frozen=True)
+class Rules:
+    name: str
+    task: str
+    metric: str
+    baseline: str
+    score_rule: str
+    benchmark_version: int
+    verifier_versions: tuple[int, ...]
+    status: str
+    kernels: tuple[str, ...]
+    atol: float
+    rtol: float
+    random_inputs: int
+    timing: Timing
+    runner_gpu: str
+    library_calls: str
+    checks: tuple[Check, ...]
+    partitions: Mapping[str, Partition]
+    maintainers: tuple[str, ...]
+    raw: Mapping = field(repr=False, compare=False)
+
+    @classmethod
+    def _from_valid(cls, data: Mapping) -> Rules:
+        bench, guard = data["benchmark"], data["guardrails"]
+        return cls(
+            name=bench["name"],
+            task=bench["task"],
+            metric=bench["metric"],
+            baseline=bench["baseline"],
+            score_rule=bench["score_rule"],
+            benchmark_version=bench["version"],
+            verifier_versions=tuple(bench["verifier_versions"]),
+            status=bench["status"],
+            kernels=tuple(bench["kernels"]),
+            atol=float(guard["atol"]),
+            rtol=float(guard["rtol"]),
+            random_inputs=guard["random_inputs"],
+            timing=Timing(**guard["timing"]),
+            runner_gpu=guard["runner_gpu"],
+            library_calls=guard["library_calls"],
+            checks=tuple(Check(**check) for check in data["checks"]),
+            partitions=MappingProxyType(
+                {name: Partition(**limits) for name, limits in data["limits"]["partitions"].items()}
+            ),
+            maintainers=tuple(data["maintainers"]),
+            raw=data,
+        )
+
+    def check(self, name: str) -> Check:
+        for check in self.checks:
+            if check.name == name:
+                return check
+        raise KeyError(
+            f"no check named {name!r} in scienceslack.json (checks: {', '.join(c.name for c in self.checks)})"
+        )
+
+    def check_running(self, script: str) -> Check:
+        """The check whose script is ``script`` (a path in the repository, or one ending with its name)."""
+        for check in self.checks:
+            if check.script == script or check.script.endswith("/" + script.rsplit("/", 1)[-1]):
+                return check
+        raise KeyError(f"no check runs {script!r} in scienceslack.json")
+
+
+@cache
+def schema() -> dict:
+    return json.loads(SCHEMA_PATH.read_text())
+
+
+def parse(text_or_dict: str | bytes | Mapping) -> Rules:
+    """Parse (when given text) and validate scienceslack.json; raises RulesError listing every problem."""
+    if isinstance(text_or_dict, Mapping):
+        data = text_or_dict
+    else:
+        try:
+            data = json.loads(text_or_dict)
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise RulesError([f"scienceslack.json: not valid JSON: {err}"]) from None
+    validate(data)
+    return Rules._from_valid(data)
+
+
+def load_file(path: str | Path) -> Rules:
+    try:
+        text = Path(path).read_bytes()
+    except OSError as err:
+        raise RulesError([f"scienceslack.json: cannot read {path}: {err.strerror or err}"]) from None
+    return parse(text)
+
+
+def validate(data, *, use_jsonschema: bool | None = None) -> None:
+    """Raise RulesError naming each field that breaks the schema or the rules' own consistency. ``use_jsonschema``:
+    None uses it when installed; the tests force each reader."""
+    if use_jsonschema is None:
+        try:
+            import jsonschema  # noqa: F401
+        except ImportError:
+            use_jsonschema = False
+        else:
+            use_jsonschema = True
+    problems = _jsonschema_problems(data) if use_jsonschema else _Reader(schema()).problems(data)
+    errors = [line for problem in problems for line in describe(problem)]
+    if not errors:
+        errors = consistency_errors(data)
+    if errors:
+        raise RulesError(list(dict.fromkeys(errors)))
+
+
+def consistency_errors(data: Mapping) -> list[str]:
+    """What the schema cannot say: unique check names, a partition's default time within its maximum."""
+    errors = []
+    seen = set()
+    for index, check in enumerate(data["checks"]):
+        if check["name"] in seen:
+            errors.append(f"checks[{index}].name: duplicate check name {check['name']!r}")
+        seen.add(check["name"])
+    for name, limits in data["limits"]["partitions"].items():
+        if limits["default_time_s"] > limits["max_time_s"]:
+            errors.append(
+                f"limits.partitions.{name}.default_time_s: {limits['default_time_s']} exceeds "
+                f"max_time_s {limits['max_time_s']}"
+            )
+    return errors
+
+
+# --- schema problems, from jsonschema or from the stdlib reader, described one way -----------------------------
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One schema keyword an instance breaks: the keyword, the instance's path, the keyword's value, the instance,
+    the subschema holding the keyword, and whether it was found checking a property's name."""
+
+    kind: str
+    path: tuple
+    expected: object
+    value: object
+    schema: Mapping
+    in_property_names: bool = False
+    message: str = ""
+
+
+def _jsonschema_problems(data) -> Iterator[Problem]:
+    import jsonschema
+
+    for error in jsonschema.Draft202012Validator(schema()).iter_errors(data):
+        yield Problem(
+            error.validator,
+            tuple(error.absolute_path),
+            error.validator_value,
+            error.instance,
+            error.schema,
+            "propertyNames" in error.absolute_schema_path,
+            error.message,
+        )
+
+
+def _is_type(value, name: str) -> bool:
+    if name == "object":
+        return isinstance(value, dict)
+    if name == "array":
+        return isinstance(value, list)
+    if name == "string":
+        return isinstance(value, str)
+    if name == "boolean":
+        return isinstance(value, bool)
+    if name == "null":
+        return value is None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    if name == "integer":  # as in JSON Schema: 1.0 is an integer
+        return isinstance(value, int) or (math.isfinite(value) and value.is_integer())
+    return name == "number"
+
+
+def _equal(a, b) -> bool:
+    """JSON equality: true is not 1."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    return a == b
+
+
+class _Reader:
+    """The keywords scienceslack.schema.json uses, checked in the schema's order as jsonschema does, so that both
+    readers name the same problems in the same order. A keyword it does not know is a bug here: it raises."""
+
+    def __init__(self, root: Mapping):
+        self.root = root
+
+    def problems(self, value, subschema: Mapping | None = None, path: tuple = ()) -> Iterator[Problem]:
+        subschema = self.root if subschema is None else subschema
+        for kind, expected in subschema.items():
+            check = getattr(self, "_" + kind.replace("$", "dollar_").replace("-", "_"), None)
+            if check is None:
+                raise NotImplementedError(f"scienceslack.schema.json uses {kind!r}, which contracts.rules cannot read")
+            yield from check(expected, value, subschema, path)
+
+    def _problem(self, kind, path, expected, value, subschema, **more) -> Problem:
+        return Problem(kind, path, expected, value, subschema, **more)
+
+    # annotations: nothing to check
+    def _dollar_schema(self, *_):
+        return ()
+
+    _dollar_id = _title = _dollar_defs = _dollar_schema
+
+    def _x_error(self, *_):
+        return ()
+
+    def _dollar_ref(self, ref, value, _subschema, path):
+        target = self.root
+        for part in ref.removeprefix("#/").split("/"):
+            target = target[part]
+        yield from self.problems(value, target, path)
+
+    def _type(self, expected, value, subschema, path):
+        if not _is_type(value, expected):
+            yield self._problem("type", path, expected, value, subschema)
+
+    def _enum(self, expected, value, subschema, path):
+        if not any(_equal(value, option) for option in expected):
+            yield self._problem("enum", path, expected, value, subschema)
+
+    def _const(self, expected, value, subschema, path):
+        if not _equal(value, expected):
+            yield self._problem("const", path, expected, value, subschema)
+
+    def _required(self, expected, value, subschema, path):
+        if isinstance(value, dict):
+            for name in expected:
+                if name not in value:
+                    yield self._problem("required", path, expected, value, subschema)
+
+    def _properties(self, expected, value, _subschema, path):
+        if isinstance(value, dict):
+            for name, child in expected.items():
+                if name in value:
+                    yield from self.problems(value[name], child, (*path, name))
+
+    def _additionalProperties(self, expected, value, subschema, path):
+        if not isinstance(value, dict):
+            return
+        extras = [key for key in value if key not in subschema.get("properties", {})]
+        if expected is False:
+            if extras:
+                yield self._problem("additionalProperties", path, expected, value, subschema)
+        else:
+            for key in extras:
+                yield from self.problems(value[key], expected, (*path, key))
+
+    def _propertyNames(self, expected, value, _subschema, path):
+        if isinstance(value, dict):
+            for key in value:
+                for problem in self.problems(key, expected, path):
+                    yield Problem(problem.kind, path, problem.expected, key, expected, in_property_names=True)
+
+    def _items(self, expected, value, _subschema, path):
+        if isinstance(value, list):
+            for index, item in enumerate(value):
+                yield from self.problems(item, expected, (*path, index))
+
+    def _allOf(self, expected, value, _subschema, path):
+        for child in expected:
+            yield from self.problems(value, child, path)
+
+    def _contains(self, expected, value, subschema, path):
+        if isinstance(value, list) and not any(not list(self.problems(item, expected, path)) for item in value):
+            yield self._problem("contains", path, expected, value, subschema)
+
+    def _uniqueItems(self, expected, value, subschema, path):
+        if expected and isinstance(value, list):
+            if any(_equal(a, b) for i, a in enumerate(value) for b in value[i + 1 :]):
+                yield self._problem("uniqueItems", path, expected, value, subschema)
+
+    def _minimum(self, expected, value, subschema, path):
+        if _is_type(value, "number") and value < expected:
+            yield self._problem("minimum", path, expected, value, subschema)
+
+    def _exclusiveMinimum(self, expected, value, subschema, path):
+        if _is_type(value, "number") and value <= expected:
+            yield self._problem("exclusiveMinimum", path, expected, value, subschema)
+
+    def _minItems(self, expected, value, subschema, path):
+        if isinstance(value, list) and len(value) < expected:
+            yield self._problem("minItems", path, expected, value, subschema, message=f"fewer than {expected} items")
+
+    def _minProperties(self, expected, value, subschema, path):
+        if isinstance(value, dict) and len(value) < expected:
+            yield self._problem("minProperties", path, expected, value, subschema, message=f"fewer than {expected}")
+
+    def _minLength(self, expected, value, subschema, path):
+        if isinstance(value, str) and len(value) < expected:
+            yield self._problem("minLength", path, expected, value, subschema, message=f"shorter than {expected}")
+
+    def _pattern(self, expected, value, subschema, path):
+        if isinstance(value, str) and re.search(expected, value) is None:
+            yield self._problem("pattern", path, expected, value, subschema, message=f"does not match {expected!r}")
+
+
+def field_path(parts) -> str:
+    path = ""
+    for part in parts:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    return path or "(top level)"
+
+
+def json_type(value) -> str:
+    return "null" if value is None else _JSON_TYPES.get(type(value), type(value).__name__)
+
+
+def describe(problem: Problem) -> list[str]:
+    """Readable lines for a schema problem: the field path, then the problem in words."""
+    path, kind, expected, value = list(problem.path), problem.kind, problem.expected, problem.value
+    if kind == "required":
+        return [f"{field_path([*path, name])}: required field missing" for name in expected if name not in value]
+    if kind == "additionalProperties":
+        known = problem.schema.get("properties", {})
+        return [f"{field_path([*path, key])}: unknown key" for key in value if key not in known]
+    if problem.in_property_names:
+        return [f"{field_path([*path, value])}: {problem.schema.get('x-error', problem.message)}"]
+    return [_describe_value(problem, path, kind, expected, value)]
+
+
+def _describe_value(problem: Problem, path, kind, expected, value) -> str:
+    if kind == "type":
+        return f"{field_path(path)}: must be {_article(expected)} {expected}, got {json_type(value)} {value!r}"
+    if kind == "enum":
+        return f"{field_path(path)}: {value!r} is not one of {', '.join(map(str, expected))}"
+    if kind == "contains":
+        return f"{field_path(path)}: missing {expected.get('const')!r}"
+    if kind == "minimum":
+        return f"{field_path(path)}: {value!r} is less than the minimum of {expected}"
+    if kind == "exclusiveMinimum":
+        return f"{field_path(path)}: {value!r} must be greater than {expected}"
+    if kind in ("minItems", "minProperties", "minLength") and expected == 1:
+        return f"{field_path(path)}: must not be empty"
+    if kind == "uniqueItems":
+        repeated = sorted({str(item) for item in value if value.count(item) > 1})
+        return f"{field_path(path)}: repeats {', '.join(repeated)}"
+    if "x-error" in problem.schema:
+        return f"{field_path(path)}: {value!r} {problem.schema['x-error']}"
+    return f"{field_path(path)}: {problem.message}"
+
+
+def _article(type_name) -> str:
+    return "an" if str(type_name)[:1] in "aeiou" else "a"
+
+
+# --- rules already approved: the lenient reader --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Card:
+    """What rules in the log say, read without judging them: the benchmark card, the verifier versions accepted
+    (empty: any), the guardrails flattened to (dotted name, JSON value) sorted, the status they set ("" when none)
+    and the maintainers they name. ``error`` says why nothing could be read ("" when it could)."""
+
+    name: str = ""
+    task: str = ""
+    metric: str = ""
+    baseline: str = ""
+    version: int = 0
+    kernels: tuple[str, ...] = ()
+    score_rule: str = ""
+    verifier_versions: tuple[int, ...] = ()
+    guardrails: tuple[tuple[str, str], ...] = ()
+    status: str = ""
+    maintainers: tuple[str, ...] = ()
+    error: str = ""
+
+
+def read_card(text: str | bytes) -> Card:
+    """The card of rules as recorded (RulesApproved.rules_json, or the file at the tag). Never raises: rules that
+    cannot be read give a Card whose ``error`` says why. Rules that name ``benchmark.verifier_version`` (one) rather
+    than ``verifier_versions`` are read as the list of that one."""
+    try:
+        rules = json.loads(text)
+        if not isinstance(rules, dict):
+            raise ValueError("the rules are not a JSON object")
+        benchmark = rules.get("benchmark") or {}
+        if not isinstance(benchmark, dict):
+            raise ValueError("benchmark: not an object")
+        versions = benchmark.get("verifier_versions")
+        if versions is None:
+            versions = [] if benchmark.get("verifier_version") is None else [benchmark["verifier_version"]]
+        if not isinstance(versions, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in versions):
+            raise ValueError("benchmark.verifier_versions: not a list of integers")
+        guardrails = rules.get("guardrails") or {}
+        maintainers = rules.get("maintainers")
+        status, version = benchmark.get("status"), benchmark.get("version")
+        return Card(
+            name=_text(benchmark.get("name")),
+            task=_text(benchmark.get("task")),
+            metric=_text(benchmark.get("metric")),
+            baseline=_text(benchmark.get("baseline")),
+            version=version if isinstance(version, int) and not isinstance(version, bool) else 0,
+            kernels=tuple(_text(k) for k in benchmark.get("kernels") or ()),
+            score_rule=_text(benchmark.get("score_rule")),
+            verifier_versions=tuple(sorted(set(versions))),
+            guardrails=tuple(sorted(_flatten(guardrails, ""))) if isinstance(guardrails, dict) else (),
+            status=status if isinstance(status, str) else "",
+            maintainers=tuple(m for m in maintainers if isinstance(m, str)) if isinstance(maintainers, list) else (),
+        )
+    except (ValueError, TypeError, AttributeError) as err:  # json.JSONDecodeError is a ValueError
+        return Card(error=f"the rules could not be read: {err}")
+
+
+def _text(value) -> str:
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
+def _flatten(value: dict, prefix: str):
+    for key, item in value.items():
+        name = f"{prefix}{key}"
+        if isinstance(item, dict):
+            yield from _flatten(item, f"{name}.")
+        else:
+            yield name, json.dumps(item, sort_keys=True)
+
+
+DEFAULT_METRICS_FILE = "metrics.json"
+
+
+def main(argv: list[str]) -> int:
+    """``metrics-file RULES SCRIPT``: the metrics file of the check running SCRIPT. Rules that do not name one still
+    get an answer, the default: the harness then writes its could-not-run verdict, naming the problem, there."""
+    if len(argv) != 3 or argv[0] != "metrics-file":
+        print("usage: python -m contracts.rules metrics-file RULES SCRIPT", file=sys.stderr)
+        return 2
+    try:
+        print(load_file(argv[1]).check_running(argv[2]).metrics)
+    except (RulesError, KeyError) as err:
+        print(f"{argv[1]}: {err}; the metrics file is {DEFAULT_METRICS_FILE}", file=sys.stderr)
+        print(DEFAULT_METRICS_FILE)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
