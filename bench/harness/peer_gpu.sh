@@ -2,12 +2,18 @@
 # The peer cheats that need a GPU (issue 13, item 6) as one device call: each a check of its own (a fresh
 # `python -m services.verifier.harness` process, the judge and its confined candidate), full shapes, static pass
 # skipped so that the dynamic defenses alone must stop it; the honest Triton new_gelu first as the yardstick.
-# usage (from the repository root, on the H200): OUT=dir bash bench/harness/peer_gpu.sh
+# The GPU image lacks bubblewrap: its Debian package goes along in $CARRY (apt-get download bubblewrap).
+# usage (from the repository root, on the H200): OUT=dir CARRY=dir bash bench/harness/peer_gpu.sh
 set -u
 export PYTHONUNBUFFERED=1
 OUT="${OUT:?set OUT}"
 BUDGET_S="${BUDGET_S:-270}"
+CARRY="${CARRY:-carry}"
 log="$OUT/peer_gpu.log"
+if ! command -v bwrap >/dev/null; then
+    for deb in "$CARRY"/*.deb; do dpkg -x "$deb" /tmp/kb-deb; done
+    [ -x /tmp/kb-deb/usr/bin/bwrap ] && cp /tmp/kb-deb/usr/bin/bwrap /usr/local/bin/bwrap
+fi
 # The judge refuses to run untrusted code as root without its job user (services/common/confine.py).
 id kb-job >/dev/null 2>&1 || useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin kb-job
 {
