@@ -50,4 +50,4 @@ check tests/harness/cheats/p14_worker_thread new_gelu
 check tests/harness/cheats/p18_blinded_timer_patch new_gelu
 check tests/harness/cheats/p05_tf32_switches matmul
 check tests/harness/cheats/p03_library_slowdown matmul
-python3 bench/harness/peer_gpu_summary.py "$OUT" | tee "$OUT/summary.md"
+python3 bench/harness/peer_summary.py "$OUT" | tee "$OUT/summary.md"

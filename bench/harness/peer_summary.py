@@ -1,6 +1,7 @@
-"""Folds peer_gpu.sh's metrics files into one (peer_gpu.json) and prints a markdown table of what each check said.
+"""Folds the metrics files of peer_gpu.sh or peer_cpu.sh into one (peers.json) and prints a markdown table of what
+each check said.
 
-usage: python3 bench/harness/peer_gpu_summary.py OUT_DIR
+usage: python3 bench/harness/peer_summary.py OUT_DIR
 """
 
 import json
@@ -12,11 +13,11 @@ def main() -> int:
     out = Path(sys.argv[1])
     docs = {}
     for path in sorted(out.glob("*.json")):
-        if path.name == "peer_gpu.json":
+        if path.name == "peers.json":
             continue
         docs[path.stem] = json.loads(path.read_text())
         path.unlink()  # the device call brings back at most 8 files: one JSON holds them all
-    (out / "peer_gpu.json").write_text(json.dumps(docs, indent=1))
+    (out / "peers.json").write_text(json.dumps(docs, indent=1))
     print("| check | passed | speed-up | ref ms | cand ms | floor fraction | violations |")
     print("|---|---|---|---|---|---|---|")
     for name, doc in docs.items():
