@@ -98,6 +98,12 @@ def test_p02_verdict_forged_in_forward_then_exit_0_fails(tmp_path):
     _assert_forgery_failed(done, doc)
 
 
+def test_p19_a_forged_reply_on_the_result_channel_is_class_6(tmp_path):
+    done, doc = _check("p19_channel_forgery", "sum_dim", tmp_path)
+    _assert_named(done, doc, 6)
+    assert "could_not_run" not in doc  # the route's doing, not the harness's: a failed check, exit 1
+
+
 # -- the reference out of reach -------------------------------------------------------------------------------------
 
 
