@@ -1,13 +1,17 @@
-"""The judge's line to the candidate process: length-prefixed JSON headers, each optionally followed by raw bytes.
+"""The judge's line to the candidate process: length-prefixed JSON headers, each optionally followed by raw bytes,
+and a shared memory buffer for outputs.
 
 Nothing from the candidate side is ever unpickled or evaluated: a header is JSON (size-capped), a payload is bytes
-whose length the receiver bounds, and a tensor comes back as (dtype, shape) plus its bytes, which the judge copies
-onto its own device and checks like any other untrusted value. Copies rather than CUDA IPC: a handle the candidate
-controls would map memory the candidate can still write while the judge compares it (the cost of the copies is
-recorded in bench/harness/).
+whose length the receiver bounds, and a tensor comes back as (dtype, shape) plus its bytes -- in the shared buffer (a
+memfd the judge made and both map; pinned on the GPU so that each side's copy runs at PCIe speed), or after the
+header where it does not fit -- which the judge copies onto its own device at once and checks like any other
+untrusted value. Copies rather than CUDA IPC: a handle the candidate controls maps memory the candidate can still
+write while the judge compares it. The copies' cost is measured before route code is imported (verify.py's
+calibration) and recorded in the metrics file (isolation.candidate) and bench/harness/.
 """
 
 import json
+import mmap
 import os
 import select
 import struct
@@ -92,3 +96,29 @@ class Channel:
                 raise ChannelClosed("the other side closed the channel")
             got += chunk
         return buffer
+
+
+class SharedBuffer:
+    """A memfd both processes map; the judge makes it (``create``), the candidate opens the descriptor it inherits."""
+
+    def __init__(self, fd: int, size: int):
+        self.fd = fd
+        self.size = size
+        self.map = mmap.mmap(fd, size)
+        self.pinned = False
+
+    @classmethod
+    def create(cls, size: int) -> "SharedBuffer":
+        size = max(size, mmap.PAGESIZE)
+        fd = os.memfd_create("kb-candidate-output", 0)
+        os.ftruncate(fd, size)
+        return cls(fd, size)
+
+    def tensor(self):
+        """The buffer as a flat uint8 tensor (shares its memory), pinned for fast device copies where CUDA runs."""
+        import torch
+
+        flat = torch.frombuffer(self.map, dtype=torch.uint8)
+        if torch.cuda.is_available() and not self.pinned:
+            self.pinned = torch.cuda.cudart().cudaHostRegister(flat.data_ptr(), self.size, 0) == 0
+        return flat

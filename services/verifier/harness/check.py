@@ -153,6 +153,7 @@ def run_check(
         hidden=tuple(private_dirs(metrics_path)),
         caps=candidate_caps(device_name),
         profile=kit.profile,
+        output_bytes=max((ref.output_bytes for ref in references.values()), default=0),
     )
     candidates = Candidates(ctx, setup, workdir)
     results = []

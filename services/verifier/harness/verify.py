@@ -36,7 +36,7 @@ from contracts.rules import Rules
 from kernels import problems as problem_registry
 from services.common.confine import Caps, Confinement, interpreter_paths
 from services.verifier.harness import draws, integrity
-from services.verifier.harness.channel import Channel, ChannelClosed, ChannelTimeout, ProtocolError
+from services.verifier.harness.channel import Channel, ChannelClosed, ChannelTimeout, ProtocolError, SharedBuffer
 from services.verifier.harness.device import POISON, CpuKit, GpuKit, Timing
 from services.verifier.harness.recorder import (
     OpRecorder,
@@ -63,6 +63,8 @@ CPU_RUNS_CAP = 20  # the CPU profile's timing is indicative only; keep CI fast
 COPY_BANDWIDTH_BYTES_PER_S = 4.18e12  # H200, BENCHMARK.md
 PROBLEM_TIME_LIMIT_S = 300.0  # per problem, for everything the candidate is asked; KB_PROBLEM_TIME_LIMIT_S overrides
 CALIBRATION_PINGS = 20
+COMPARE_CHUNK = 1 << 28  # elements compared at a time
+GPU_MEMORY_FRACTION = "0.55"  # of the GPU for the candidate's torch allocator (full shapes peak near 60 GB)
 CALIBRATION_BYTES = {"gpu": 64 << 20, "cpu": 4 << 20}
 CODE_ROOT = Path(__file__).resolve().parents[3]
 
@@ -152,6 +154,13 @@ def _call(model, inputs: list):
         return model(*inputs)
 
 
+def _fingerprint(out: torch.Tensor) -> tuple:
+    """Enough of an output to tell it again (the class 4 explanation): its float64 sum and 64 spread elements."""
+    flat = out.reshape(-1)
+    picks = flat[torch.linspace(0, max(flat.numel() - 1, 0), 64, device=flat.device).long()] if flat.numel() else flat
+    return (float(flat.sum(dtype=torch.float64)), tuple(picks.tolist()))
+
+
 def _relative_error(value: torch.Tensor, oracle: torch.Tensor) -> float:
     """||value - oracle|| / ||oracle|| in float64, chunked so that full shapes need no float64 copy of the output."""
     v, o = value.reshape(-1), oracle.reshape(-1)
@@ -219,6 +228,7 @@ class CandidateSetup:
     hidden: tuple[str, ...]  # the judge's files: the metrics file's directory, KB_HOME, tokens
     caps: Caps
     profile: str  # gpu | cpu
+    output_bytes: int  # the largest output of the problems judged: the shared buffer's size
 
 
 class CandidateProcess:
@@ -237,6 +247,8 @@ class CandidateProcess:
         )
         to_candidate, from_judge = os.pipe()
         from_candidate, to_judge = os.pipe()
+        self.shared = SharedBuffer.create(max(setup.output_bytes, CALIBRATION_BYTES[setup.profile]))
+        self.shared_tensor = self.shared.tensor()
         env = {
             "PATH": "/usr/local/bin:/usr/bin:/bin",
             "LANG": "C.UTF-8",
@@ -244,15 +256,19 @@ class CandidateProcess:
             "PYTHONDONTWRITEBYTECODE": "1",
             "PYTHONNOUSERSITE": "1",
             "KB_CHANNEL_FDS": f"{to_candidate},{to_judge}",
+            "KB_SHARED_FD": str(self.shared.fd),
+            "KB_SHARED_BYTES": str(self.shared.size),
             "KB_DEVICE": ctx.device.type,
             "KB_SHAPE": ctx.shape,
             "KB_ROUTE_DIR": str(setup.route_dir),
             "KB_PROBLEMS_ROOT": str(setup.problems_root),
             **self.confinement.scratch_env(),
         }
-        for name in ("TRITON_INTERPRET", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "KB_GPU_MEMORY_FRACTION"):
+        for name in ("TRITON_INTERPRET", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH"):
             if name in os.environ:
                 env[name] = os.environ[name]
+        if ctx.device.type == "cuda":  # the judge keeps the rest: a candidate that takes it all fails, not the check
+            env["KB_GPU_MEMORY_FRACTION"] = os.environ.get("KB_GPU_MEMORY_FRACTION", GPU_MEMORY_FRACTION)
         argv = self.confinement.command([sys.executable, "-m", "services.verifier.harness.candidate"])
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
@@ -261,7 +277,7 @@ class CandidateProcess:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,
-                pass_fds=(to_candidate, to_judge),
+                pass_fds=(to_candidate, to_judge, self.shared.fd),
                 start_new_session=True,  # its own process group, killed as one
             )
         os.close(to_candidate)
@@ -289,6 +305,9 @@ class CandidateProcess:
             ) from None
         except (ChannelClosed, ProtocolError) as err:
             what = "broke the channel" if isinstance(err, ProtocolError) else "ended"
+            if isinstance(err, ChannelClosed):  # let it finish ending: its exit status says how
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.proc.wait(timeout=5)
             self.kill()
             raise CandidateDied(self._died(f"{what} during '{order['op']}'")) from None
 
@@ -298,13 +317,18 @@ class CandidateProcess:
         except ChannelTimeout:
             self.kill()
             raise CandidateDied(self._died(f"gave no answer to '{during}' in time")) from None
-        except (ChannelClosed, ProtocolError):
+        except (ChannelClosed, ProtocolError) as err:
+            if isinstance(err, ChannelClosed):
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.proc.wait(timeout=5)
             self.kill()
             raise CandidateDied(self._died(f"ended during '{during}'")) from None
 
     def _died(self, what: str) -> str:
         code = self.proc.poll()
         caps = self.confinement.exceeded()
+        if code is not None and code > 128 and self.confinement.bwrap and code - 128 in signal.valid_signals():
+            code = 128 - code  # bubblewrap exits 128 + N when what it ran was killed by signal N
         if code is not None and code < 0:
             name = signal.Signals(-code).name if -code in signal.valid_signals() else str(-code)
             caught = {"SIGXCPU": "its CPU-time cap", "SIGXFSZ": "its file-size cap"}.get(name)
@@ -363,7 +387,7 @@ class CandidateProcess:
                 self.proc.wait(timeout=10)
         self.kill()
         self.confinement.close()
-        for fd in self._fds:
+        for fd in (*self._fds, self.shared.fd):
             with contextlib.suppress(OSError):
                 os.close(fd)
 
@@ -419,16 +443,30 @@ class _Judge:
                 f"{meta.get('dtype')} on {meta.get('device')}, the reference's {tuple(shape)} {dtype} on {device}"
             )
         nbytes = expected.numel() * expected.element_size()
-        if payload is None or len(payload) != nbytes:
-            return None, f"class 2 (partial work or wrong result): {len(payload or b'')} output bytes, not {nbytes}"
         if nbytes == 0:
             return torch.empty_like(expected), None
+        if header.get("shared") == nbytes and nbytes <= self.candidate.shared.size:
+            # Copied out at once: the candidate can write the shared buffer again, the judge's copy it cannot.
+            raw = self.candidate.shared_tensor[:nbytes]
+            out = torch.empty(expected.shape, dtype=expected.dtype, device=expected.device)
+            out.reshape(-1).view(torch.uint8).copy_(raw)
+            return out, None
+        if payload is None or len(payload) != nbytes:
+            return None, f"class 2 (partial work or wrong result): {len(payload or b'')} output bytes, not {nbytes}"
         out = torch.frombuffer(payload, dtype=torch.uint8).view(expected.dtype).reshape(expected.shape)
         return out.to(expected.device), None
 
     def output_faults(self, out, expected: torch.Tensor) -> str | None:
-        """None when ``out`` matches ``expected`` within atol/rtol (NaN never passes); else what is wrong with it."""
-        if integrity.allclose(out, expected, rtol=self.ctx.rules.rtol, atol=self.ctx.rules.atol, equal_nan=False):
+        """None when ``out`` matches ``expected`` within atol/rtol (NaN never passes); else what is wrong with it.
+        Chunked: a full-shape output is gigabytes, and allclose's temporaries are several times that."""
+        rules = self.ctx.rules
+        flat_out, flat_expected = out.reshape(-1), expected.reshape(-1)
+        if all(
+            integrity.allclose(
+                flat_out[i : i + COMPARE_CHUNK], flat_expected[i : i + COMPARE_CHUNK], rules.rtol, rules.atol, False
+            )
+            for i in range(0, max(flat_out.numel(), 1), COMPARE_CHUNK)
+        ):
             return None
         poisoned = int((out == POISON).sum())
         if poisoned and not bool((expected == POISON).any()):
@@ -463,35 +501,33 @@ class _Judge:
 
     def check_correctness(self):
         rules = self.ctx.rules
-        earlier = []
+        earlier = []  # fingerprints of the outputs already judged, not the outputs: full shapes are gigabytes
+        lowered = None
         for index in range(rules.random_inputs):
             canaried = index > 0
             seed = _seed()
             inputs = draw(self.problem, self.id, self.ctx, seed, canaries=canaried)
             expected = _call(self.ref.model, inputs)
             header, out, fault = self.run_candidate(seed, canaried, expected, record_ops=index == 0)
-            if fault is None:
-                self.record_error(out, expected)
-                fault = self.output_faults(out, expected)
-                if fault is not None:
-                    raise _Broken(self.explain_mismatch(fault, out, earlier, seed, canaried))
-            else:
+            if fault is not None:
                 raise _Broken(fault)
+            self.record_error(out, expected)
+            fault = self.output_faults(out, expected)
+            if fault is not None:
+                raise _Broken(self.explain_mismatch(fault, out, earlier, seed, canaried))
             if index == 0:
                 self.check_ops(header, inputs)
-                plain = (inputs, out, expected)  # judged for precision once the canaries had their say
-            earlier.append(out)
+                lowered = self.check_precision(inputs, out, expected)
+            earlier.append(_fingerprint(out))
+            del inputs, expected, out
         # Last, so that a partial-work kernel is named by the canaries (class 2), not by its error (class 8).
-        self.check_precision(*plain)
+        if lowered:
+            raise _Broken(lowered)
 
-    def explain_mismatch(self, fault, out, previous_out, seed, canaried) -> str:
+    def explain_mismatch(self, fault, out, earlier, seed, canaried) -> str:
         if fault.startswith("class 1"):
             return fault
-        if (
-            isinstance(previous_out, torch.Tensor)
-            and previous_out.shape == out.shape
-            and integrity.equal(previous_out, out)
-        ):
+        if _fingerprint(out) in earlier:
             return (
                 "class 4 (caching/replay) or class 2 (constant output): candidate returned exactly its output for an "
                 f"earlier, different input; {fault}"
@@ -553,8 +589,8 @@ class _Judge:
         if found:
             raise _Broken(*found)
 
-    def check_precision(self, inputs: list, out, expected):
-        """Error against a float64 oracle, the candidate's over the reference's own (class 8)."""
+    def check_precision(self, inputs: list, out, expected) -> str | None:
+        """Error against a float64 oracle, the candidate's over the reference's own: the class 8 violation, or None."""
         oracle_model = copy.deepcopy(self.ref.model).double()
         oracle_inputs = [t.double() if isinstance(t, torch.Tensor) and t.is_floating_point() else t for t in inputs]
         oracle = _call(oracle_model, oracle_inputs)
@@ -567,10 +603,11 @@ class _Judge:
         self.result.details["candidate_rel_error"] = candidate_error
         self.result.details["reference_rel_error"] = reference_error
         if ratio > PRECISION_RATIO_BOUND and candidate_error > PRECISION_REL_ERROR_FLOOR:
-            raise _Broken(
+            return (
                 f"class 8 (lowered precision): error vs a float64 oracle is {ratio:.1f}x the reference's "
                 f"(relative {candidate_error:.2e} vs {reference_error:.2e}), the level of TF32 or bf16 arithmetic"
             )
+        return None
 
     def time_candidate(self) -> Timing:
         ctx = self.ctx
