@@ -130,6 +130,7 @@ class Action(Enum):
 
 
 def _role(actor: Actor, role: int, action: Action | str) -> Refusal | None:
+    """The role check: "maintainer role needed to <action>; alice (member) is not"."""
     doing = action.value if isinstance(action, Action) else action
     if actor.via_host or actor.role < role:
         return denied(f"{ROLE_NAMES[role]} role needed to {doing}; {actor.describe()} is not", "role")
@@ -212,7 +213,8 @@ def _revoke_token(actor: Actor, action: Action, target: Target) -> Refusal | Non
         return None
     if actor.in_person and target.owner == actor.name:
         return None
-    return denied(f"{actor.name} may not revoke a token of {target.name or target.owner}", "owner")
+    # Whose token it is stays unsaid: a caller must not learn the holder of a token it may not revoke.
+    return denied(f"{actor.name} may not revoke this token: only its holder, its person or a maintainer may", "owner")
 
 
 @dataclass(frozen=True)
@@ -258,14 +260,6 @@ def decide(actor: Actor, action: Action, target: Target = Target()) -> Refusal |
 def require(actor: Actor, action: Action, target: Target = Target()) -> Actor:
     """``actor`` when allowed; else raise the Refusal (the gRPC interceptor answers PERMISSION_DENIED with it)."""
     refusal = decide(actor, action, target)
-    if refusal is not None:
-        raise refusal
-    return actor
-
-
-def require_role(actor: Actor, role: int, doing: str) -> Actor:
-    """A role check for what is not one of the actions above ("maintainer role needed to <doing>; ... is not")."""
-    refusal = _role(actor, role, doing)
     if refusal is not None:
         raise refusal
     return actor

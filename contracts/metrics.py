@@ -5,7 +5,9 @@
   also say ``passed``, ``verified``, ``reasons``, ``not_verified_because``, ``runner``, ``torch`` and ``triton``. The
   verifier turns it into a CheckCompleted.
 - ``REPORT``: a route's own report, ``routes/<route>/metrics.json``. ``subtasks`` is a list or an object of the
-  route's choosing (recorded as is in MetricsReported); other fields are the route's own and are not read.
+  route's choosing (recorded as is in MetricsReported); an optional ``report`` object says where, when and under
+  which rules it was measured (``runner``, ``measured_at``, ``rules_commit``: one line of printable text each, at
+  most MAX_REPORT_TEXT characters; the board shows them); other fields are the route's own and are not read.
 
 Both: at most MAX_BYTES, a JSON object, ``score`` and ``cost`` required finite numbers >= 0 (not booleans),
 ``subtasks`` required. A MetricsError names the first field that is wrong.
@@ -29,6 +31,8 @@ MAX_BYTES = 4 * 1024 * 1024  # what a metrics file may put into the log; it is w
 MAX_SUBTASKS = 64
 MAX_REASONS = 50
 MAX_TEXT = 500
+MAX_REPORT_TEXT = 100
+REPORT_FIELDS = ("runner", "measured_at", "rules_commit")
 SUBTASK_NUMBERS = ("speedup", "reference_ms", "candidate_ms", "max_abs_error", "error_ratio", "floor_fraction")
 
 
@@ -59,6 +63,8 @@ class Metrics:
     triton_version: str = ""
     verified: bool = False
     not_verified_because: tuple[str, ...] = ()
+    measured_at: str = ""  # REPORT: from its "report" object, as written
+    rules_commit: str = ""
 
 
 def cut(value) -> str:
@@ -90,6 +96,22 @@ def _optional_string(document: dict, name: str) -> str:
     if not isinstance(value, str):
         raise MetricsError(f"{name}: must be a string, got {type(value).__name__}")
     return cut(value)
+
+
+def _report(document: dict) -> dict[str, str]:
+    """A report's account of its measurement: the optional "report" object's REPORT_FIELDS, each one line of text."""
+    report = document.get("report", {})
+    if not isinstance(report, dict):
+        raise MetricsError(f"report: must be an object, got {type(report).__name__}")
+    found = {}
+    for name in REPORT_FIELDS:
+        value = report.get(name, "")
+        if not isinstance(value, str) or len(value) > MAX_REPORT_TEXT or not value.isprintable():
+            raise MetricsError(
+                f"report.{name}: must be one line of printable text, at most {MAX_REPORT_TEXT} characters"
+            )
+        found[name] = value
+    return found
 
 
 def _flag(document: dict, name: str, default):
@@ -153,7 +175,7 @@ def parse(data: bytes | str, profile: Profile) -> Metrics:
     else:
         raise MetricsError(f"subtasks: must be a list or an object, got {type(raw).__name__}")
     if not profile.reads_verdict:
-        return Metrics(score, cost, subtasks)
+        return Metrics(score, cost, subtasks, **_report(document))
     passed, verified = _flag(document, "passed", None), _flag(document, "verified", False)
     return Metrics(
         score=score,

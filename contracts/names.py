@@ -10,6 +10,7 @@ The grammars are the ones the hosted repository, the event streams and the board
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 
 from contracts.refusals import Refusal, clip, invalid
@@ -72,6 +73,7 @@ JOB_PREFIX = "refs/jobs/"
 PULL_PREFIX = "refs/pull/"
 
 SCHEDULER = "system:scheduler"  # the only identity that writes refs/jobs/*
+WEB = "system:web"  # the web board's: signed in, no role; it reads the board and nothing else
 SERVICE_PREFIX = "system:"
 
 REF_MAX_CHARS = 100
@@ -192,8 +194,41 @@ def stream(value: object, field: str = "stream") -> str:
     raise invalid("bad_stream", f"{field} {clip(value)}: <kind>:<id>, printable, at most {STREAM_MAX_CHARS} characters")
 
 
+# Free text (titles, review bodies, notes, reasons): bounded, and no control characters, which would forge lines in
+# logs and terminals (NUL is also refused by PostgreSQL's text type); bidirectional overrides would let shown text
+# differ from stored text. Multi-line text may hold newlines and tabs.
+_BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def text(value: object, field: str, max_chars: int, *, multiline: bool = False) -> str:
+    """``value`` if it is printable text of at most ``max_chars`` characters, else a Refusal naming the field."""
+    if not isinstance(value, str):
+        raise invalid(f"bad_{field}", f"{field} {clip(value)}: text expected")
+    if len(value) > max_chars:
+        raise invalid(f"{field}_too_long", f"{field} is {len(value)} characters, over the limit of {max_chars}")
+    allowed = "\n\t" if multiline else ""
+    for char in value:
+        if (unicodedata.category(char) == "Cc" and char not in allowed) or char in _BIDI_CONTROLS:
+            raise invalid(
+                f"bad_{field}",
+                f"{field} {clip(value)}: control character {char!r} not allowed"
+                + ("" if multiline else " (one line of text)"),
+            )
+    return value
+
+
 def is_route(value: object) -> bool:
     return ROUTE.matches(value)
+
+
+def is_ref(value: object) -> bool:
+    """Whether ``value`` is a full hosted ref name (for records read back from storage, where a bad one is set
+    aside, not refused)."""
+    try:
+        ref(value)
+    except Refusal:
+        return False
+    return True
 
 
 __all__ = [
@@ -210,10 +245,12 @@ __all__ = [
     "ROUTE_PREFIX",
     "SCHEDULER",
     "SERVICE",
+    "WEB",
     "Grammar",
     "Ref",
     "Refusal",
     "agent",
+    "is_ref",
     "is_route",
     "job_id",
     "job_ref",
@@ -228,4 +265,5 @@ __all__ = [
     "route",
     "route_ref",
     "stream",
+    "text",
 ]

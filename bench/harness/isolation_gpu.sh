@@ -41,8 +41,8 @@ step() { # step NAME LIMIT_S COMMAND...: run it, log it, record its exit code an
 }
 
 step before 200 bash -c "cd '$OLD' && python3 -m services.verifier.harness kernels/triton --metrics '$OUT/before.json' --shapes full"
-step direct 200 python3 -m services.verifier.harness kernels/triton --metrics "$OUT/direct.json" --shapes full
-step service 420 env PYTHONPATH=/tmp/kb-site:. python3 -m bench.harness.service_path kernels/triton "$OUT" --runs 2
+step direct 150 python3 -m services.verifier.harness kernels/triton --metrics "$OUT/direct.json" --shapes full
+step service 300 env PYTHONPATH=/tmp/kb-site:. python3 -m bench.harness.service_path kernels/triton "$OUT" --runs 2
 for f in "$OUT"/service_*.log; do { echo "== $f"; cat "$f"; } >>"$log" && rm -f "$f"; done
-step cheats 240 python3 -m bench.harness.run_cheats "$OUT/cheats.json" --shapes full
+step cheats 120 python3 -m bench.harness.run_cheats "$OUT/cheats.json" --shapes full
 python3 bench/harness/isolation_summary.py "$OUT" | tee -a "$OUT/summary.txt"

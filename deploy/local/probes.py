@@ -148,6 +148,8 @@ async def wait_route_checked(url: str, route: str, deadline_s: float, watch: dic
                     "score": done.score,
                     "cost": done.cost,
                     "runner": done.runner,
+                    "verified": done.verified,
+                    "not_verified_because": list(done.not_verified_because),
                     "duration_s": done.duration_s,
                     "global_position": found.global_position,
                 }

@@ -6,7 +6,8 @@ from contextlib import contextmanager
 import grpc
 from kernelboard.v1 import board_pb2, board_pb2_grpc, events_pb2
 
-from contracts import access
+from contracts import access, names
+from contracts.refusals import Refusal, clip, invalid, not_found, precondition
 from services.board.projection import SET_STATUSES
 from services.board.projector import Projector, RebuildRunning, UnknownBoard
 from services.common import metrics
@@ -30,11 +31,23 @@ def _timed(method: str):
         QUERY_SECONDS.labels(method).observe(time.perf_counter() - started)
 
 
-async def _check_version(version: int, context) -> None:
+NOTE_MAX_CHARS = 2000  # an adoption's note, a status's reason
+
+
+def board_version(version: int) -> int:
     if version < 0:
-        await context.abort(
-            grpc.StatusCode.INVALID_ARGUMENT, f"version must be 0 (the newest) or a benchmark version, not {version}"
-        )
+        raise invalid("bad_version", f"version must be 0 (the newest) or a benchmark version, not {version}")
+    return version
+
+
+def route_name(value: str) -> str:
+    if not value:
+        raise invalid("route_required", "route is required: the route's name, e.g. 'fast'")
+    return names.route(value)
+
+
+def unknown_board(err: UnknownBoard) -> Refusal:
+    return not_found("unknown_board", str(err))
 
 
 def _without_position(view: board_pb2.BoardView) -> bytes:
@@ -46,51 +59,52 @@ def _without_position(view: board_pb2.BoardView) -> bytes:
 
 
 class BoardServicer(board_pb2_grpc.BoardServicer):
+    """Checks each request's fields (contracts.names), then answers from the projector; a Refusal becomes its
+    status in the server's interceptor."""
+
     def __init__(self, projector: Projector):
         self.projector = projector
 
     async def GetBoard(self, request, context):
-        await _check_version(request.version, context)
+        version = board_version(request.version)
         with _timed("GetBoard"):
             try:
-                return self.projector.board_view(request.version)
+                return self.projector.board_view(version)
             except UnknownBoard as err:
-                await context.abort(grpc.StatusCode.NOT_FOUND, str(err))
+                raise unknown_board(err) from None
 
     async def ListBoards(self, request, context):
         with _timed("ListBoards"):
             return board_pb2.ListBoardsReply(boards=[self.projector.board_view(v) for v in self.projector.versions()])
 
     async def GetRoute(self, request, context):
-        await _check_version(request.version, context)
-        if not request.route:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "route is required: the route's name, e.g. 'fast'")
+        version, route = board_version(request.version), route_name(request.route)
         with _timed("GetRoute"):
             try:
-                return await self.projector.route(request.route, request.version)
+                return await self.projector.route(route, version)
             except UnknownBoard as err:
-                await context.abort(grpc.StatusCode.NOT_FOUND, str(err))
+                raise unknown_board(err) from None
 
     async def GetBenchmark(self, request, context):
-        await _check_version(request.version, context)
+        version = board_version(request.version)
         with _timed("GetBenchmark"):
             try:
-                return self.projector.card(request.version)
+                return self.projector.card(version)
             except UnknownBoard as err:
-                await context.abort(grpc.StatusCode.NOT_FOUND, str(err))
+                raise unknown_board(err) from None
 
     async def WatchBoard(self, request, context):
         """The board now, then each change; version 0 follows the newest board, waiting for a first one."""
-        await _check_version(request.version, context)
+        version = board_version(request.version)
         sent = None
         while True:
             changed = self.projector.changed()
             started = time.perf_counter()
             try:
-                view = self.projector.board_view(request.version)
+                view = self.projector.board_view(version)
             except UnknownBoard as err:
-                if request.version:
-                    await context.abort(grpc.StatusCode.NOT_FOUND, str(err))
+                if version:
+                    raise unknown_board(err) from None
                 view = None
             if view is not None:
                 key = _without_position(view)
@@ -105,44 +119,36 @@ class BoardServicer(board_pb2_grpc.BoardServicer):
         try:
             return await self.projector.rebuild()
         except RebuildRunning as err:
-            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(err))
+            raise precondition("rebuild_running", str(err)) from None
 
     async def AdoptRoute(self, request, context):
         actor = require(access.Action.ADOPT_ROUTE)
-        await _check_version(request.version, context)
-        if not request.route:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "route is required: the route's name, e.g. 'fast'")
-        version = await self._board_version(request.version, context)
-        if request.route not in self.projector.state.boards[version].routes:
-            await context.abort(grpc.StatusCode.NOT_FOUND, f"route {request.route!r} is not on board {version}")
-        adopted = events_pb2.RouteAdopted(
-            route=request.route, benchmark_version=version, adopted=request.adopted, note=request.note
-        )
+        version, route = board_version(request.version), route_name(request.route)
+        note = names.text(request.note, "note", NOTE_MAX_CHARS)
+        version = self._board_version(version)
+        if route not in self.projector.state.boards[version].routes:
+            raise not_found("route_not_on_board", f"route {route!r} is not on board {version}")
+        adopted = events_pb2.RouteAdopted(route=route, benchmark_version=version, adopted=request.adopted, note=note)
         return await self._append(version, adopted, actor.name)
 
     async def SetBenchmarkStatus(self, request, context):
         actor = require(access.Action.SET_STATUS)
-        await _check_version(request.version, context)
+        version = board_version(request.version)
         if request.status not in SET_STATUSES:
             choices = ", ".join(sorted(SET_STATUSES))
-            await context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT, f"status must be one of {choices}, not {request.status!r}"
-            )
-        if request.status != "active" and not request.reason.strip():
-            await context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT, f"a reason is required to mark a board {request.status}"
-            )
-        version = await self._board_version(request.version, context)
-        changed = events_pb2.BenchmarkStatusChanged(
-            benchmark_version=version, status=request.status, reason=request.reason.strip()
-        )
+            raise invalid("bad_status", f"status must be one of {choices}, not {clip(request.status)}")
+        reason = names.text(request.reason, "reason", NOTE_MAX_CHARS).strip()
+        if request.status != "active" and not reason:
+            raise invalid("reason_required", f"a reason is required to mark a board {request.status}")
+        version = self._board_version(version)
+        changed = events_pb2.BenchmarkStatusChanged(benchmark_version=version, status=request.status, reason=reason)
         return await self._append(version, changed, actor.name)
 
-    async def _board_version(self, version: int, context) -> int:
+    def _board_version(self, version: int) -> int:
         try:
             return self.projector.resolve(version)
         except UnknownBoard as err:
-            await context.abort(grpc.StatusCode.NOT_FOUND, str(err))
+            raise unknown_board(err) from None
 
     async def _append(self, version: int, payload, actor: str) -> board_pb2.BoardChangeReply:
         (appended,) = await self.projector.log.append(f"benchmark:{version}", None, [NewEvent(payload, actor=actor)])

@@ -6,7 +6,7 @@ clock: "now" is the latest event time folded, so a rebuild from position 0 gives
 rebuild its throughput. Events at or below the state's position are skipped, so a duplicate or a redelivery changes
 nothing (the log delivers events in position order).
 
-The rules, as this module applies them (DESIGN.md "Board rules"):
+The rules, as this module applies them (docs/ARCHITECTURE.md, "Board rules"):
 
 - Boards: one per benchmark version. An event whose payload names a version (RulesApproved, CheckCompleted,
   MetricsReported, BenchmarkStatusChanged, RouteAdopted; 0 meaning "not given") belongs to that board; any other
@@ -14,7 +14,8 @@ The rules, as this module applies them (DESIGN.md "Board rules"):
   RulesApproved). Old boards stay readable.
 - Ranked: a route's best passing verified check on that board (source "verified"; an equal score later keeps the
   earlier; verified means judged on the rules' pinned runner at full shapes, so a CPU-profile pass never ranks) and
-  its latest report by a maintainer ("reported by maintainer"). Higher scores rank first; ties break on the earlier
+  its latest report by a maintainer ("reported by maintainer"; a report's reason is its own account of the measurement,
+  runner, time and rules commit, when its metrics.json gives one). Higher scores rank first; ties break on the earlier
   log position. A check counts only when the board's rules accept its verifier version (the rules'
   ``benchmark.verifier_versions`` list or ``benchmark.verifier_version``; rules naming neither accept any); a score
   that is not a finite number never ranks.
@@ -38,7 +39,7 @@ The rules, as this module applies them (DESIGN.md "Board rules"):
 import json
 import math
 from array import array
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
 from kernelboard.v1 import events_pb2
@@ -46,7 +47,7 @@ from kernelboard.v1 import events_pb2
 from contracts import rules
 
 # Raise it whenever a change here would fold the same log differently: a stored copy of another version is refolded.
-PROJECTION_VERSION = 2
+PROJECTION_VERSION = 3
 
 NS_PER_DAY = 86_400 * 1_000_000_000
 QUIET_AFTER_NS = 14 * NS_PER_DAY
@@ -223,18 +224,27 @@ class State:
 # ---- the fold ----------------------------------------------------------------------------------------------------
 
 
-def fold(events: Iterable[events_pb2.Event], state: State | None = None) -> State:
+# Told of each event the fold sets aside, with why: the fold goes on past it, whatever folds it (a start, the live
+# consumer, a rebuild) alike, so that they agree; the caller logs and counts it (services/common/setaside.py).
+SetAsideHook = Callable[[events_pb2.Event, str], None]
+
+
+def _ignore(_event: events_pb2.Event, _reason: str) -> None:
+    pass
+
+
+def fold(events: Iterable[events_pb2.Event], state: State | None = None, set_aside: SetAsideHook = _ignore) -> State:
     state = State() if state is None else state
-    _fold_into(state, events)
+    _fold_into(state, events, set_aside)
     return state
 
 
-def apply(state: State, event: events_pb2.Event) -> State:
-    _fold_into(state, (event,))
+def apply(state: State, event: events_pb2.Event, set_aside: SetAsideHook = _ignore) -> State:
+    _fold_into(state, (event,), set_aside)
     return state
 
 
-def _fold_into(state: State, events: Iterable[events_pb2.Event]) -> None:
+def _fold_into(state: State, events: Iterable[events_pb2.Event], set_aside: SetAsideHook = _ignore) -> None:
     """The fold's one loop, for a rebuild and for each live event alike (a rebuild pays no call per event for apply).
 
     Reading the protobuf is half of each event's cost: upb finds a field by its name on every access, and a
@@ -263,6 +273,11 @@ def _fold_into(state: State, events: Iterable[events_pb2.Event]) -> None:
                 version = payload.benchmark_version
                 if version < 0 and kind == "rules_approved":
                     version = 0  # rules without a version are only activity on the board in force
+                elif version < 0:
+                    # No board has a negative number (nor could its row be stored): the event is set aside.
+                    set_aside(event, f"benchmark_version {version} < 0")
+                    state.position = position
+                    continue
 
         # The event's board (0 or none named: the board in force), created on its first event, with the event's
         # activity recorded on it. None before any rules.
@@ -279,7 +294,10 @@ def _fold_into(state: State, events: Iterable[events_pb2.Event]) -> None:
                 board.actors[actor] = ns
 
         if handler is not None:
-            handler(state, board, event, payload, actor, position, ns)
+            try:
+                handler(state, board, event, payload, actor, position, ns)
+            except Exception as err:  # one event the fold cannot take must not stop every start and rebuild
+                set_aside(event, f"{type(err).__name__}: {err}")
         state.position = position
 
 
@@ -351,18 +369,19 @@ def _on_metrics_reported(state: State, board, event, payload, actor: str, positi
     counted = _isfinite(score)
     if counted:
         by_maintainer = payload.by_maintainer
+        runner = payload.runner
         entry = Entry(
             REPORTED_BY_MAINTAINER if by_maintainer else REPORTED,
             score,
             payload.cost,
             payload.sha,
-            "",
+            _measured(runner, payload.measured_at, payload.rules_commit),
             position,
             ns,
             0,
             "",
             payload.reporter or actor,
-            "",
+            runner,
         )
         if by_maintainer:
             on_board.by_maintainer = entry
@@ -370,6 +389,13 @@ def _on_metrics_reported(state: State, board, event, payload, actor: str, positi
             on_board.reported = entry
         board.last_scored_ns = ns
     on_board.history.append(position * 4 + (COUNTED if counted else NOT_FINITE))
+
+
+def _measured(runner: str, measured_at: str, rules_commit: str) -> str:
+    """A report's own account of its measurement (metrics.json's "report"), "" when it gives none."""
+    parts = [f"measured {measured_at}" if measured_at else "", f"on {runner}" if runner else ""]
+    parts.append(f"under rules {rules_commit[:12]}" if rules_commit else "")
+    return " ".join(p for p in parts if p)
 
 
 def _on_check_completed(state: State, board, event, payload, actor: str, position: int, ns: int) -> None:

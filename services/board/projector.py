@@ -20,6 +20,7 @@ from services.board import projection, store, views
 from services.board.projection import State
 from services.common import metrics
 from services.common.logs import get_logger
+from services.common.setaside import SetAside
 
 LAG_EVENTS = metrics.gauge("kb_board_projection_lag_events", "Events in the log the board has not folded yet.")
 LAG_SECONDS = metrics.gauge(
@@ -57,6 +58,7 @@ class Projector:
         self._changed = asyncio.Event()
         self._views: dict[int, board_pb2.BoardView] = {}
         self._views_position = -1
+        self._set_aside = SetAside("board_fold")  # events the fold set aside since this projector last folded all
 
     # ---- writing --------------------------------------------------------------------------------------------
 
@@ -67,6 +69,7 @@ class Projector:
         replace every stored row."""
         async with self.log.pool.acquire() as conn:
             stored = await store.load(conn)
+        self._set_aside = SetAside("board_fold")
         async with self._lock:
             if stored is not None:
                 self.state = stored
@@ -78,6 +81,7 @@ class Projector:
                 async with self.log.pool.acquire() as conn, conn.transaction():
                     await store.replace(conn, self.state)
                 self._committed = self.state.position
+        self._set_aside.finish()
         self._notify()
         log.info("board caught up", events=folded, position=self.state.position, from_stored=stored is not None)
         return folded
@@ -103,8 +107,8 @@ class Projector:
                     async for missing in missing_events:
                         if missing.global_position >= position:
                             break
-                        projection.apply(state, missing)
-            projection.apply(state, event)
+                        projection.apply(state, missing, self._set_aside_event)
+            projection.apply(state, event, self._set_aside_event)
             await store.write_changes(conn, state)
         EVENTS_FOLDED.inc()
         self._notify()
@@ -116,6 +120,7 @@ class Projector:
         started = time.perf_counter()
         try:
             fresh = State()
+            self._set_aside = SetAside("board_fold")
             events = await self._fold_from_log(fresh, store_progress=False)
             async with self._lock:
                 events += await self._fold_from_log(fresh, store_progress=False)  # appended meanwhile
@@ -135,14 +140,14 @@ class Projector:
     async def _fold_from_log(self, state: State, *, store_progress: bool) -> int:
         """Fold every event after the state's position; the next batch is fetched while this one folds."""
         folded = 0
-        apply = projection.apply
+        apply, set_aside = projection.apply, self._set_aside_event
         pending = asyncio.create_task(self.log.read_batch(state.position, READ_BATCH))
         while True:
             batch = await pending
             if len(batch) == READ_BATCH:
                 pending = asyncio.create_task(self.log.read_batch(batch[-1].global_position, READ_BATCH))
             for event in batch:
-                apply(state, event)
+                apply(state, event, set_aside)
             folded += len(batch)
             if store_progress and folded % PERSIST_EVERY < len(batch) and folded >= PERSIST_EVERY:
                 await self._store(state)
@@ -152,6 +157,12 @@ class Projector:
         if store_progress and folded:
             await self._store(state)
         return folded
+
+    def _set_aside_event(self, event: events_pb2.Event, reason: str) -> None:
+        self._set_aside.record(
+            event.type or event.stream, reason, event_id=event.event_id, position=event.global_position
+        )
+        self._set_aside.finish()
 
     async def _store(self, state: State) -> None:
         async with self.log.pool.acquire() as conn, conn.transaction():

@@ -313,10 +313,10 @@ class Confinement:
     def command(self, argv: list[str]) -> list[str]:
         limits = ["prlimit", "--core=0", _limit("fsize", self.caps.file_bytes), _limit("nofile", self.caps.open_files)]
         limits.append(_limit("cpu", self.caps.cpu_s))
-        if self.cgroup is None:
+        if self.cgroup is None and self.ids is not None:  # counted per uid: only the job user's own are meant
             limits.append(_limit("nproc", self.caps.pids))
-            if not self.gpu:  # the CUDA driver reserves far more address space than it uses
-                limits.append(_limit("as", self.caps.memory_bytes))
+        if self.cgroup is None and not self.gpu:  # the CUDA driver reserves far more address space than it uses
+            limits.append(_limit("as", self.caps.memory_bytes))
         inner = [*limits, "--", *argv]
         if self.ids is not None:
             uid, gid = self.ids

@@ -1,33 +1,86 @@
-"""The gRPC face of ingest: translates requests to the use cases in app.py and refusals to gRPC statuses."""
-
-import functools
+"""The gRPC face of ingest: checks every request field at the edge (contracts.names: identifiers matched in full,
+bounded text, numbers in range), then calls the use cases in app.py. A refusal is raised as contracts' Refusal;
+the server's interceptor turns it into its status (services/common/grpcserver.py).
+"""
 
 import grpc
-from kernelboard.v1 import ingest_pb2, ingest_pb2_grpc
+from google.protobuf import timestamp_pb2
+from kernelboard.v1 import events_pb2, ingest_pb2, ingest_pb2_grpc
 
+from contracts import names
+from contracts.refusals import clip, invalid
 from services.common.auth import current_principal
 from services.ingest import domain, store
 from services.ingest.app import Ingest
-from services.ingest.domain import Actor, Refusal
+from services.ingest.domain import Actor
 
 CHUNK_BYTES = 1024 * 1024
+TITLE_MAX_CHARS = 200
+REVIEW_MAX_CHARS = 64 * 1024
+MAX_FETCH_REFS = 10_000  # refs a fetch may name; there are as many as routes, jobs and pull requests
+MAX_FETCH_HAVE = 10_000  # commits a fetch may say it has
+MAX_TOKEN_TTL_S = 10 * 366 * 24 * 3600  # ten years; a longer lifetime would overflow the expiry's date
+TOKEN_MAX_CHARS = 200
+PULL_STATES = ("open", "merged")
+PRINCIPAL_KINDS = {
+    events_pb2.PRINCIPAL_KIND_PERSON: names.PERSON,
+    events_pb2.PRINCIPAL_KIND_AGENT: names.AGENT,
+    events_pb2.PRINCIPAL_KIND_SERVICE: names.SERVICE,
+}
 
 
 def caller() -> Actor:
     return Actor.of(current_principal())
 
 
-def answers(method):
-    """Turn a Refusal into the gRPC status it names, with its message."""
+def hosted_ref(value: str, field: str = "ref") -> str:
+    """A hosted ref as a push or a fetch names it (the short forms main, checks, routes/<r>, jobs/<id> included),
+    as its full name, matched in full."""
+    if len(value) > names.REF_MAX_CHARS:
+        names.ref(value, field)  # refuses, quoting a prefix
+    return names.ref(domain.parse_ref(value).ref, field).name
 
-    @functools.wraps(method)
-    async def wrapper(self, request, context):
-        try:
-            return await method(self, request, context)
-        except Refusal as refusal:
-            await context.abort(grpc.StatusCode[refusal.code], refusal.message)
 
-    return wrapper
+def optional_route(value: str, field: str = "route") -> str:
+    return value and names.route(value, field)
+
+
+def pull_number(value: int) -> int:
+    return names.pull_number(value, "number")
+
+
+def review_verdict(value: int) -> int:
+    if value not in domain.VERDICTS:
+        raise invalid("verdict", f"verdict {clip(value)}: approve, request_changes or comment")
+    return value
+
+
+def token_request(request: ingest_pb2.CreateTokenRequest) -> tuple[str, int, int]:
+    """(name, kind, ttl in seconds) of a CreateToken request, each checked."""
+    if request.kind and request.kind not in PRINCIPAL_KINDS:
+        raise invalid("kind", f"kind {clip(request.kind)}: person, agent or service (or unspecified)")
+    if request.name:
+        grammar = PRINCIPAL_KINDS.get(request.kind)
+        if grammar is None:
+            names.principal(request.name, "name")
+        else:
+            grammar.check(request.name, "name")
+    if not 0 <= request.ttl_seconds <= MAX_TOKEN_TTL_S:
+        raise invalid(
+            "ttl",
+            f"ttl_seconds {clip(request.ttl_seconds)}: 0 (no expiry) up to {MAX_TOKEN_TTL_S} (ten years)",
+        )
+    return request.name, request.kind, request.ttl_seconds
+
+
+def fetch_request(request: ingest_pb2.FetchRequest) -> tuple[list[str], list[str]]:
+    if len(request.refs) > MAX_FETCH_REFS:
+        raise invalid("too_many_refs", f"a fetch names at most {MAX_FETCH_REFS} refs, not {len(request.refs)}")
+    if len(request.have) > MAX_FETCH_HAVE:
+        raise invalid("too_many_have", f"a fetch lists at most {MAX_FETCH_HAVE} commits, not {len(request.have)}")
+    # `have` only narrows the bundle: what is not a commit id of this repository is ignored, as git does.
+    have = [sha for sha in request.have if names.OBJECT_ID.matches(sha)]
+    return [hosted_ref(ref, "refs") for ref in request.refs], have
 
 
 def route_message(route: store.RouteRow, head: str) -> ingest_pb2.Route:
@@ -51,6 +104,72 @@ def pull_message(pull: store.PullRow) -> ingest_pb2.PullRequest:
     )
 
 
+def issue_number(value: int, field: str = "number") -> int:
+    """Issue numbers share pull requests' range (bigserial, handed out from 1)."""
+    return names.pull_number(value, field)
+
+
+def thread(request) -> tuple[int, int]:
+    """(issue number, pull number) of a comment request: exactly one is named, in range."""
+    which = request.WhichOneof("thread")
+    if which == "issue_number":
+        return issue_number(request.issue_number, "issue_number"), 0
+    if which == "pull_number":
+        return 0, names.pull_number(request.pull_number, "pull_number")
+    raise invalid("thread", "name the issue or the pull request: issue_number or pull_number")
+
+
+def page(request) -> tuple[int, int]:
+    """(page size, the cursor: the key after which the page starts) of a list request."""
+    return domain.page_size(request.page_size), domain.page_after(request.page_token)
+
+
+def timestamp(moment) -> timestamp_pb2.Timestamp:
+    stamp = timestamp_pb2.Timestamp()
+    stamp.FromDatetime(moment)
+    return stamp
+
+
+def issue_message(issue: store.IssueRow) -> ingest_pb2.Issue:
+    return ingest_pb2.Issue(
+        number=issue.number,
+        title=issue.title,
+        body=issue.body,
+        author=issue.author,
+        state=issue.state,
+        closed_by=issue.closed_by,
+        comments=issue.comments,
+        opened_at=timestamp(issue.opened_at),
+    )
+
+
+def comment_message(comment: store.CommentRow) -> ingest_pb2.Comment:
+    return ingest_pb2.Comment(
+        id=comment.id,
+        issue_number=comment.issue_number,
+        pull_number=comment.pull_number,
+        body=comment.body,
+        author=comment.author,
+        created_at=timestamp(comment.created_at),
+    )
+
+
+def join_message(request: store.JoinRow) -> ingest_pb2.JoinRequest:
+    return ingest_pb2.JoinRequest(
+        id=request.id,
+        name=request.name,
+        note=request.note,
+        state=request.state,
+        decided_by=request.decided_by,
+        decision_note=request.decision_note,
+        requested_at=timestamp(request.requested_at),
+    )
+
+
+def principal_message(p) -> ingest_pb2.Principal:
+    return ingest_pb2.Principal(name=p.name, kind=p.kind, owner=p.owner, role=p.role)
+
+
 def push_reply(result) -> ingest_pb2.PushReply:
     return ingest_pb2.PushReply(
         ref=result.ref,
@@ -71,75 +190,65 @@ class IngestServicer(ingest_pb2_grpc.IngestServicer):
         p = current_principal()
         return ingest_pb2.Principal(name=p.name, kind=p.kind, owner=p.owner, role=p.role)
 
-    @answers
     async def StartRoute(self, request, context):
-        route = await self.ingest.start_route(caller(), request.route)
+        route = await self.ingest.start_route(caller(), names.route(request.route))
         return route_message(route, route.base_sha)
 
-    @answers
     async def Push(self, request, context):
-        return push_reply(await self.ingest.push(caller(), request.ref, request.bundle))
+        return push_reply(await self.ingest.push(caller(), hosted_ref(request.ref), request.bundle))
 
-    @answers
     async def PushStream(self, request_iterator, context):
-        ref, parts, size = "", [], 0
+        ref, parts, size = None, [], 0
         async for chunk in request_iterator:
-            ref = ref or chunk.ref
+            if ref is None:
+                ref = hosted_ref(chunk.ref)  # before the bundle is read: a bad ref costs no memory
             size += len(chunk.data)
             if size > self.ingest.max_bundle_bytes:
                 # Refused while it streams: the rest of an oversized bundle is never held in memory.
-                try:
-                    domain.check_size(size, self.ingest.max_bundle_bytes)
-                except Refusal as refusal:
-                    self.ingest.count_refusal(refusal, size)
-                    raise
+                self.ingest.refuse_size(size)
             parts.append(chunk.data)
+        if ref is None:
+            raise invalid("empty_push", "a push stream sends at least one chunk, the first naming the ref")
         return push_reply(await self.ingest.push(caller(), ref, b"".join(parts)))
 
-    @answers
     async def Fetch(self, request, context):
-        return ingest_pb2.FetchReply(bundle=await self.ingest.fetch(list(request.refs), list(request.have)))
+        return ingest_pb2.FetchReply(bundle=await self.ingest.fetch(*fetch_request(request)))
 
     async def FetchStream(self, request, context):
-        try:
-            bundle = await self.ingest.fetch(list(request.refs), list(request.have))
-        except Refusal as refusal:
-            await context.abort(grpc.StatusCode[refusal.code], refusal.message)
+        bundle = await self.ingest.fetch(*fetch_request(request))
         for offset in range(0, len(bundle), CHUNK_BYTES):
             yield ingest_pb2.BundleChunk(data=bundle[offset : offset + CHUNK_BYTES], total_bytes=len(bundle))
 
-    @answers
     async def ListRoutes(self, request, context):
         return ingest_pb2.ListRoutesReply(
             routes=[route_message(route, head) for route, head in await self.ingest.list_routes()]
         )
 
-    @answers
     async def GetRoute(self, request, context):
-        return route_message(*await self.ingest.get_route(request.route))
+        return route_message(*await self.ingest.get_route(names.route(request.route)))
 
-    @answers
     async def OpenPullRequest(self, request, context):
-        return pull_message(await self.ingest.open_pull(caller(), request.route, request.title))
+        route = names.route(request.route)
+        title = names.text(request.title, "title", TITLE_MAX_CHARS)
+        return pull_message(await self.ingest.open_pull(caller(), route, title))
 
-    @answers
     async def Review(self, request, context):
-        return pull_message(await self.ingest.review(caller(), request.number, request.verdict, request.body))
+        number, verdict = pull_number(request.number), review_verdict(request.verdict)
+        body = names.text(request.body, "body", REVIEW_MAX_CHARS, multiline=True)
+        return pull_message(await self.ingest.review(caller(), number, verdict, body))
 
-    @answers
     async def Merge(self, request, context):
-        return pull_message(await self.ingest.merge(caller(), request.number))
+        return pull_message(await self.ingest.merge(caller(), pull_number(request.number)))
 
-    @answers
     async def ListPullRequests(self, request, context):
-        pulls = await self.ingest.list_pulls(request.route, request.state)
+        if request.state not in ("", *PULL_STATES):
+            raise invalid("state", f"state {clip(request.state)}: open or merged (or empty: both)")
+        pulls = await self.ingest.list_pulls(optional_route(request.route), request.state)
         return ingest_pb2.ListPullRequestsReply(pull_requests=[pull_message(p) for p in pulls])
 
-    @answers
     async def CreateToken(self, request, context):
-        token, principal, registered = await self.ingest.create_token(
-            caller(), request.name, request.kind, request.ttl_seconds, request.member
-        )
+        name, kind, ttl_s = token_request(request)
+        token, principal, registered = await self.ingest.create_token(caller(), name, kind, ttl_s, request.member)
         return ingest_pb2.CreateTokenReply(
             token=token,
             principal=ingest_pb2.Principal(
@@ -148,9 +257,54 @@ class IngestServicer(ingest_pb2_grpc.IngestServicer):
             registered=registered,
         )
 
-    @answers
     async def RevokeToken(self, request, context):
-        return ingest_pb2.RevokeTokenReply(principal=await self.ingest.revoke_token(caller(), request.token))
+        token = request.token if len(request.token) <= TOKEN_MAX_CHARS else ""  # too long: no token of anyone's
+        return ingest_pb2.RevokeTokenReply(principal=await self.ingest.revoke_token(caller(), token))
+
+    async def OpenIssue(self, request, context):
+        title = names.text(request.title, "title", domain.ISSUE_TITLE_MAX)
+        body = names.text(request.body, "body", domain.ISSUE_BODY_MAX, multiline=True)
+        return issue_message(await self.ingest.open_issue(caller(), title, body))
+
+    async def GetIssue(self, request, context):
+        return issue_message(await self.ingest.get_issue(issue_number(request.number)))
+
+    async def ListIssues(self, request, context):
+        state = domain.check_state_filter(request.state, domain.ISSUE_STATES)
+        issues, token = await self.ingest.list_issues(state, *page(request))
+        return ingest_pb2.ListIssuesReply(issues=[issue_message(i) for i in issues], next_page_token=token)
+
+    async def CloseIssue(self, request, context):
+        return issue_message(await self.ingest.set_issue_state(caller(), issue_number(request.number), "closed"))
+
+    async def ReopenIssue(self, request, context):
+        return issue_message(await self.ingest.set_issue_state(caller(), issue_number(request.number), "open"))
+
+    async def AddComment(self, request, context):
+        body = names.text(request.body, "body", domain.COMMENT_BODY_MAX, multiline=True)
+        comment = await self.ingest.add_comment(caller(), *thread(request), body)
+        return comment_message(comment)
+
+    async def ListComments(self, request, context):
+        comments, token = await self.ingest.list_comments(*thread(request), *page(request))
+        return ingest_pb2.ListCommentsReply(comments=[comment_message(c) for c in comments], next_page_token=token)
+
+    async def RequestJoin(self, request, context):
+        note = names.text(request.note, "note", domain.JOIN_NOTE_MAX, multiline=True)
+        return join_message(await self.ingest.request_join(caller(), note))
+
+    async def ListJoinRequests(self, request, context):
+        state = domain.check_state_filter(request.state, domain.JOIN_STATES, extra=("all",))
+        requests, token = await self.ingest.list_join_requests(caller(), state, *page(request))
+        return ingest_pb2.ListJoinRequestsReply(requests=[join_message(r) for r in requests], next_page_token=token)
+
+    async def DecideJoin(self, request, context):
+        name = names.person(request.name, "name")
+        note = names.text(request.note, "note", domain.JOIN_NOTE_MAX, multiline=True)
+        return join_message(await self.ingest.decide_join(caller(), name, request.accept, note))
+
+    async def LeaveProject(self, request, context):
+        return principal_message(await self.ingest.leave(caller()))
 
 
 def add_to_server(server: grpc.aio.Server, ingest: Ingest) -> list[str]:

@@ -8,6 +8,7 @@ reconciles every git ref from the table, so a crash between the two never leaves
 without its ref.
 """
 
+import json
 import time
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -15,10 +16,12 @@ from datetime import timedelta
 from google.protobuf import json_format, struct_pb2
 from kernelboard.v1 import events_pb2
 
-from contracts import access, rules
+from contracts import access, names, rules
+from contracts.refusals import not_found
 from services.common import auth, metrics
 from services.common.eventlog import EventLog, NewEvent
 from services.common.logs import bind_ids, get_logger
+from services.common.setaside import SetAside
 from services.ingest import domain, store
 from services.ingest.domain import Actor, RefTarget, Refusal
 from services.ingest.gitrefs import GitRefFollower
@@ -87,7 +90,7 @@ class Ingest:
         writes them meanwhile); returns the refs it repaired."""
         await self.repo.init()
         self.repo.clear_quarantine()
-        repaired = await self.repo.reconcile(await store.ref_values(self.pool))
+        repaired = await self.repo.reconcile(await self._refs_git_can_take())
         if repaired:
             log.warning("git refs reconciled from postgres", refs=repaired)
         self.git_refs.start()
@@ -97,7 +100,35 @@ class Ingest:
     async def stop(self) -> None:
         await self.git_refs.stop()
 
+    async def _refs_git_can_take(self) -> dict[str, str]:
+        """The recorded refs, less the rows git could not take, which are set aside: an ill-formed name (an older
+        version let ``routes/x-y\n`` in, and git refused it on every start) or a commit the repository lacks."""
+        set_aside = SetAside("ingest_reconcile")
+        good = {}
+        for ref, sha in (await store.ref_values(self.pool)).items():
+            if not names.is_ref(ref):
+                reason = "not a well-formed hosted ref"
+            elif await self.repo.object_type(sha) not in ("commit", "tag"):
+                reason = f"{sha} is not a commit of the hosted repository"
+            else:
+                good[ref] = sha
+                continue
+            async with self.pool.acquire() as conn:
+                moved = await store.set_ref_aside(conn, ref, sha, reason)
+            if moved:
+                set_aside.record(ref, reason, sha=sha)
+        set_aside.finish(await store.refs_set_aside(self.pool))
+        return good
+
     # --- push ------------------------------------------------------------------------------------------------------
+
+    def refuse_size(self, size: int) -> None:
+        """Refuse a bundle that has grown over the limit while it streams in, counted like any refused push."""
+        try:
+            domain.check_size(size, self.max_bundle_bytes)
+        except Refusal as refusal:
+            self.count_refusal(refusal, size)
+            raise
 
     def count_refusal(self, refusal: Refusal, size: int, started: float | None = None) -> None:
         BUNDLE_BYTES.observe(size)
@@ -176,7 +207,7 @@ class Ingest:
             domain.check_route_files(target.route, await q.tree_entries(tip, domain.route_folder(target.route)))
         checked = CheckedPush(target, old, tip, await q.changed_paths(old, tip))
         if target.kind == events_pb2.COMMIT_KIND_TAG:
-            checked.rules = await self._check_rules(q, tip, main)
+            checked.rules = await self._check_rules(q, tip, main, old)
         for route in domain.reported_routes(target, checked.changed_paths):
             path = domain.metrics_path(route)
             text = await q.read_file(tip, path)
@@ -184,7 +215,8 @@ class Ingest:
                 checked.metrics[route] = domain.parse_metrics(path, text.decode("utf-8", "replace"))
         return checked
 
-    async def _check_rules(self, objects, commit: str, main: str) -> tuple[int, str]:
+    async def _check_rules(self, objects, commit: str, main: str, previous: str) -> tuple[int, str]:
+        """The rules at ``commit`` if they may replace those at ``previous`` (the tag's value, "" before the first)."""
         if not main or not await objects.is_ancestor(commit, main):
             raise Refusal(
                 "FAILED_PRECONDITION",
@@ -198,6 +230,8 @@ class Ingest:
             approved = rules.parse(text)
         except rules.RulesError as err:
             raise domain.invalid("malformed_rules", f"{rules.RULES_FILE} at {commit[:12]}: {err}") from None
+        approved_before = await objects.read_file(previous, rules.RULES_FILE) if previous else None
+        domain.check_rules_change(json.loads(approved_before) if approved_before else {}, dict(approved.raw))
         return approved.benchmark_version, text.decode()
 
     async def rules_at_tag(self, conn=None) -> rules.Card:
@@ -278,6 +312,9 @@ class Ingest:
             by_maintainer=actor.is_maintainer,
             reporter=actor.name,
             benchmark_version=version,
+            runner=reported.runner,
+            measured_at=reported.measured_at,
+            rules_commit=reported.rules_commit,
         )
 
     # --- routes ----------------------------------------------------------------------------------------------------
@@ -325,7 +362,8 @@ class Ingest:
             wanted = [domain.parse_ref(name).ref for name in refs]
             missing = [ref for ref in wanted if ref not in recorded]
             if missing:
-                raise Refusal("NOT_FOUND", "unknown_ref", f"no such ref: {', '.join(missing)}")
+                more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+                raise Refusal("NOT_FOUND", "unknown_ref", f"no such ref: {', '.join(missing[:3])}{more}")
         else:
             wanted = [
                 ref
@@ -463,12 +501,158 @@ class Ingest:
         return token, principal, registered
 
     async def revoke_token(self, actor: Actor, token: str) -> str:
+        """Revoke a token the actor may revoke. An unknown, malformed, expired or revoked token and another's token
+        all get the same NOT_FOUND: the answer must not tell whether a made-up token exists, or whose a real one is."""
         try:
             holder = await auth.authenticate(self.pool, token)
-        except auth.AuthError as err:
-            raise domain.invalid("token", f"cannot revoke: {err}") from None
-        access.require(actor, access.Action.REVOKE_TOKEN, access.Target(owner=holder.owner, name=holder.name))
+        except auth.AuthError:
+            holder = None
+        if holder is None or access.decide(
+            actor, access.Action.REVOKE_TOKEN, access.Target(owner=holder.owner, name=holder.name)
+        ):
+            raise not_found("unknown_token", "no such token among those you may revoke")
         async with self.pool.acquire() as conn:
             await auth.revoke_token(conn, token)
         log.info("token revoked", principal=holder.name, actor=actor.name)
         return holder.name
+
+    # --- issues and comments ---------------------------------------------------------------------------------------
+
+    async def open_issue(self, actor: Actor, title: str, body: str) -> store.IssueRow:
+        if not domain.can_open_issue(actor):
+            raise domain.denied(f"{actor.name} may not open issues")
+        title, body = domain.non_empty("title", title), body.strip()
+        async with self.pool.acquire() as conn, conn.transaction():
+            number = await store.insert_issue(conn, title, body, actor.name, access.owner_of(actor))
+            opened = events_pb2.IssueOpened(
+                number=number, title=title, body=body, author=actor.name, author_owner=access.owner_of(actor)
+            )
+            await self.log.append(f"issue:{number}", 0, [NewEvent(opened, actor.name)], conn=conn)
+        log.info("issue opened", number=number, actor=actor.name)
+        return await self.get_issue(number)
+
+    async def get_issue(self, number: int) -> store.IssueRow:
+        issue = await store.get_issue(self.pool, number)
+        if issue is None:
+            raise Refusal("NOT_FOUND", "unknown_issue", f"no issue #{number}")
+        return issue
+
+    async def list_issues(self, state: str, size: int, after: int) -> tuple[list[store.IssueRow], str]:
+        """A page of issues, oldest first, after the cursor ``after``; the next page's token ("" when last)."""
+        issues = await store.list_issues(self.pool, state, after, size)
+        return issues, domain.next_page_token([i.number for i in issues], size)
+
+    async def set_issue_state(self, actor: Actor, number: int, to: str) -> store.IssueRow:
+        async with self.pool.acquire() as conn, conn.transaction():
+            issue = await store.get_issue(conn, number, for_update=True)
+            if issue is None:
+                raise Refusal("NOT_FOUND", "unknown_issue", f"no issue #{number}")
+            domain.check_issue_state_change(actor, number, issue.author, issue.author_owner, issue.state, to)
+            await store.set_issue_state(conn, number, to, actor.name)
+            if to == "closed":
+                changed = events_pb2.IssueClosed(number=number, closed_by=actor.name)
+            else:
+                changed = events_pb2.IssueReopened(number=number, reopened_by=actor.name)
+            await self.log.append(f"issue:{number}", None, [NewEvent(changed, actor.name)], conn=conn)
+        log.info("issue state changed", number=number, state=to, actor=actor.name)
+        return await self.get_issue(number)
+
+    async def add_comment(self, actor: Actor, issue_number: int, pull_number: int, body: str) -> store.CommentRow:
+        if not domain.can_comment(actor):
+            raise domain.denied(f"{actor.name} may not comment")
+        body = domain.non_empty("body", body)
+        async with self.pool.acquire() as conn, conn.transaction():
+            await self._check_thread(conn, issue_number, pull_number)
+            comment = await store.insert_comment(conn, issue_number, pull_number, body, actor.name)
+            added = events_pb2.CommentAdded(
+                comment_id=comment.id,
+                issue_number=issue_number,
+                pull_number=pull_number,
+                body=body,
+                author=actor.name,
+            )
+            stream = f"issue:{issue_number}" if issue_number else f"pull:{pull_number}"
+            await self.log.append(stream, None, [NewEvent(added, actor.name)], conn=conn)
+        log.info("comment added", issue=issue_number, pull=pull_number, comment_id=comment.id, actor=actor.name)
+        return comment
+
+    async def list_comments(
+        self, issue_number: int, pull_number: int, size: int, after: int
+    ) -> tuple[list[store.CommentRow], str]:
+        async with self.pool.acquire() as conn:
+            await self._check_thread(conn, issue_number, pull_number)
+            comments = await store.list_comments(conn, issue_number, pull_number, after, size)
+        return comments, domain.next_page_token([c.id for c in comments], size)
+
+    @staticmethod
+    async def _check_thread(conn, issue_number: int, pull_number: int) -> None:
+        """The issue or pull request a comment belongs to (the edge names exactly one) exists."""
+        if issue_number and await store.get_issue(conn, issue_number) is None:
+            raise Refusal("NOT_FOUND", "unknown_issue", f"no issue #{issue_number}")
+        if pull_number and await store.get_pull(conn, pull_number) is None:
+            raise Refusal("NOT_FOUND", "unknown_pull", f"no pull request #{pull_number}")
+
+    # --- joining the project ---------------------------------------------------------------------------------------
+
+    async def request_join(self, actor: Actor, note: str) -> store.JoinRow:
+        domain.check_join_request(actor)
+        note = note.strip()
+        async with self.pool.acquire() as conn, conn.transaction():
+            request = await store.insert_join_request(conn, actor.name, note)
+            if request is None:
+                raise Refusal("ALREADY_EXISTS", "join_pending", f"{actor.name} has asked to join already: pending")
+            asked = events_pb2.JoinRequested(request_id=request.id, name=actor.name, note=note)
+            await self.log.append(f"principal:{actor.name}", None, [NewEvent(asked, actor.name)], conn=conn)
+        log.info("join requested", principal=actor.name, request_id=request.id)
+        return request
+
+    async def list_join_requests(self, actor: Actor, state: str, size: int, after: int):
+        """Maintainers: a page of join requests in ``state`` ("": pending, "all": every state)."""
+        if not domain.can_decide_join(actor):
+            raise domain.denied(f"maintainer role needed to see join requests ({actor.name} is not a maintainer)")
+        state = "" if state == "all" else state or "pending"
+        requests = await store.list_join_requests(self.pool, state, after, size)
+        return requests, domain.next_page_token([r.id for r in requests], size)
+
+    async def decide_join(self, actor: Actor, name: str, accept: bool, note: str) -> store.JoinRow:
+        note = note.strip()
+        async with self.pool.acquire() as conn, conn.transaction():
+            request = await store.pending_join_request(conn, name, for_update=True)
+            domain.check_join_decision(actor, name, request is not None)
+            decided = await store.decide_join_request(
+                conn, request.id, "accepted" if accept else "declined", actor.name, note
+            )
+            events = [
+                events_pb2.JoinDecided(
+                    request_id=request.id, name=name, accepted=accept, decided_by=actor.name, note=note
+                )
+            ]
+            # A person who became a member meanwhile (e.g. by a maintainer's token) keeps their role.
+            if accept and await auth.change_role(conn, name, events_pb2.ROLE_MEMBER, events_pb2.ROLE_SIGNED_IN):
+                events.append(
+                    events_pb2.RoleChanged(
+                        name=name,
+                        role=events_pb2.ROLE_MEMBER,
+                        previous_role=events_pb2.ROLE_SIGNED_IN,
+                        cause="join accepted",
+                    )
+                )
+            await self.log.append(f"principal:{name}", None, [NewEvent(e, actor.name) for e in events], conn=conn)
+        log.info("join decided", principal=name, accepted=accept, actor=actor.name)
+        return decided
+
+    async def leave(self, actor: Actor) -> auth.Principal:
+        domain.check_leave(actor)
+        async with self.pool.acquire() as conn, conn.transaction():
+            if not await auth.change_role(conn, actor.name, events_pb2.ROLE_SIGNED_IN, events_pb2.ROLE_MEMBER):
+                raise Refusal("FAILED_PRECONDITION", "not_member", f"{actor.name} is not a project member")
+            left = events_pb2.RoleChanged(
+                name=actor.name,
+                role=events_pb2.ROLE_SIGNED_IN,
+                previous_role=events_pb2.ROLE_MEMBER,
+                cause="left the project",
+            )
+            await self.log.append(f"principal:{actor.name}", None, [NewEvent(left, actor.name)], conn=conn)
+            principal = await auth.get_principal(conn, actor.name)
+        log.info("member left", principal=actor.name)
+        return principal

@@ -1,5 +1,5 @@
-"""``kb`` commands for the hosted repository: login, whoami, route start, routes, clone, fetch, push, pr, rules
-approve, token. Human output by default, ``--json`` for machines.
+"""``kb`` commands for the hosted repository: login, whoami, route start, routes, clone, fetch, push, pr, issue, join,
+members, rules approve, token. Human output by default, ``--json`` for machines.
 
 A clone is a normal git repository whose ``origin`` is a bundle file kept in ``.git/kb/origin.bundle``: ``kb fetch``
 refreshes that file from the service and runs ``git fetch origin``; ``kb push`` bundles a local branch against what
@@ -374,6 +374,181 @@ def cmd_pr_list(args):
     emit(args, {"pull_requests": [pull_dict(p) for p in pulls]}, "\n".join(pull_line(p) for p in pulls) or "none")
 
 
+# --- issues and comments ------------------------------------------------------------------------------------------
+
+
+def when(stamp) -> str:
+    return stamp.ToDatetime().strftime("%Y-%m-%d %H:%M") if stamp.seconds else ""
+
+
+def issue_dict(i) -> dict:
+    return {
+        "number": i.number,
+        "title": i.title,
+        "body": i.body,
+        "author": i.author,
+        "state": i.state,
+        "closed_by": i.closed_by,
+        "comments": i.comments,
+        "opened_at": when(i.opened_at),
+    }
+
+
+def comment_dict(c) -> dict:
+    return {"id": c.id, "author": c.author, "body": c.body, "created_at": when(c.created_at)}
+
+
+def all_pages(call, request, field: str, limit: int) -> list:
+    """Follow a list's cursor until its last page or ``limit`` items (0: no limit)."""
+    items = []
+    while True:
+        reply = call(request, metadata=metadata())
+        items += list(getattr(reply, field))
+        if not reply.next_page_token or (limit and len(items) >= limit):
+            return items[:limit] if limit else items
+        request.page_token = reply.next_page_token
+
+
+def comment_lines(comments) -> list[str]:
+    return [f"--- {c.author}, {when(c.created_at)}\n{c.body}" for c in comments]
+
+
+@handler
+def cmd_issue_open(args):
+    from kernelboard.v1 import ingest_pb2
+
+    i = stub().OpenIssue(ingest_pb2.OpenIssueRequest(title=args.title, body=args.body), metadata=metadata())
+    emit(args, issue_dict(i), f"opened issue #{i.number}: {i.title}")
+
+
+@handler
+def cmd_issue_list(args):
+    from kernelboard.v1 import ingest_pb2
+
+    request = ingest_pb2.ListIssuesRequest(state=args.state or "")
+    issues = all_pages(stub().ListIssues, request, "issues", args.limit)
+    lines = [f"#{i.number:<5} {i.state:<7} {i.author:<18} {i.comments:>3} comments  {i.title}" for i in issues]
+    emit(args, {"issues": [issue_dict(i) for i in issues]}, "\n".join(lines) or "no issues")
+
+
+@handler
+def cmd_issue_show(args):
+    from kernelboard.v1 import ingest_pb2
+
+    i = stub().GetIssue(ingest_pb2.GetIssueRequest(number=args.number), metadata=metadata())
+    comments = all_pages(stub().ListComments, ingest_pb2.ListCommentsRequest(issue_number=args.number), "comments", 0)
+    closed = f", closed by {i.closed_by}" if i.closed_by else ""
+    human = [f"#{i.number} {i.title}", f"{i.state}{closed}; opened by {i.author} {when(i.opened_at)}", "", i.body]
+    emit(
+        args,
+        {**issue_dict(i), "thread": [comment_dict(c) for c in comments]},
+        "\n".join(human + comment_lines(comments)),
+    )
+
+
+@handler
+def cmd_issue_comment(args):
+    from kernelboard.v1 import ingest_pb2
+
+    c = stub().AddComment(
+        ingest_pb2.AddCommentRequest(issue_number=args.number, body=args.message), metadata=metadata()
+    )
+    emit(args, comment_dict(c), f"commented on issue #{args.number}")
+
+
+def set_issue_state(args, rpc: str, verb: str):
+    from kernelboard.v1 import ingest_pb2
+
+    i = getattr(stub(), rpc)(ingest_pb2.SetIssueStateRequest(number=args.number), metadata=metadata())
+    emit(args, issue_dict(i), f"{verb} issue #{i.number}")
+
+
+@handler
+def cmd_issue_close(args):
+    set_issue_state(args, "CloseIssue", "closed")
+
+
+@handler
+def cmd_issue_reopen(args):
+    set_issue_state(args, "ReopenIssue", "reopened")
+
+
+@handler
+def cmd_pr_comment(args):
+    from kernelboard.v1 import ingest_pb2
+
+    c = stub().AddComment(ingest_pb2.AddCommentRequest(pull_number=args.number, body=args.message), metadata=metadata())
+    emit(args, comment_dict(c), f"commented on pull request #{args.number}")
+
+
+@handler
+def cmd_pr_comments(args):
+    from kernelboard.v1 import ingest_pb2
+
+    comments = all_pages(stub().ListComments, ingest_pb2.ListCommentsRequest(pull_number=args.number), "comments", 0)
+    emit(args, {"comments": [comment_dict(c) for c in comments]}, "\n".join(comment_lines(comments)) or "no comments")
+
+
+# --- joining the project -------------------------------------------------------------------------------------------
+
+
+def join_dict(r) -> dict:
+    return {
+        "id": r.id,
+        "name": r.name,
+        "note": r.note,
+        "state": r.state,
+        "decided_by": r.decided_by,
+        "decision_note": r.decision_note,
+        "requested_at": when(r.requested_at),
+    }
+
+
+@handler
+def cmd_join(args):
+    from kernelboard.v1 import ingest_pb2
+
+    r = stub().RequestJoin(ingest_pb2.RequestJoinRequest(note=args.note), metadata=metadata())
+    emit(args, join_dict(r), f"asked to join the project as {r.name}: a maintainer accepts or declines it")
+
+
+@handler
+def cmd_members_requests(args):
+    from kernelboard.v1 import ingest_pb2
+
+    request = ingest_pb2.ListJoinRequestsRequest(state=args.state)
+    requests = all_pages(stub().ListJoinRequests, request, "requests", args.limit)
+    lines = [f"{r.name:<20} {r.state:<9} {when(r.requested_at)}  {r.note}" for r in requests]
+    emit(args, {"requests": [join_dict(r) for r in requests]}, "\n".join(lines) or f"no {args.state} join requests")
+
+
+def decide(args, accept: bool):
+    from kernelboard.v1 import ingest_pb2
+
+    request = ingest_pb2.DecideJoinRequest(name=args.name, accept=accept, note=args.note)
+    r = stub().DecideJoin(request, metadata=metadata())
+    human = f"{r.name} is a project member now" if accept else f"declined {r.name}'s request to join"
+    emit(args, join_dict(r), human)
+
+
+@handler
+def cmd_members_accept(args):
+    decide(args, True)
+
+
+@handler
+def cmd_members_decline(args):
+    decide(args, False)
+
+
+@handler
+def cmd_members_leave(args):
+    from kernelboard.v1 import ingest_pb2
+
+    me = stub().LeaveProject(ingest_pb2.LeaveProjectRequest(), metadata=metadata())
+    emit(args, principal_dict(me), f"left the project: {describe(me)}")
+
+
 # --- registration --------------------------------------------------------------------------------------------------
 
 
@@ -426,6 +601,39 @@ def register(subparsers) -> None:
     listed = add(pr, "list", cmd_pr_list, "list pull requests")
     listed.add_argument("--route")
     listed.add_argument("--state", choices=["open", "merged"])
+    pr_comment = add(pr, "comment", cmd_pr_comment, "comment on a pull request (anyone signed in)")
+    pr_comment.add_argument("number", type=int)
+    pr_comment.add_argument("-m", "--message", required=True, help="the comment")
+    pr_comments = add(pr, "comments", cmd_pr_comments, "a pull request's comments")
+    pr_comments.add_argument("number", type=int)
+
+    issue = group(subparsers, "issue", "the project's issues (anyone signed in opens and comments)")
+    opened_issue = add(issue, "open", cmd_issue_open, "open an issue")
+    opened_issue.add_argument("--title", required=True, help="1-200 characters")
+    opened_issue.add_argument("--body", default="", help="at most 20000 characters")
+    issues = add(issue, "list", cmd_issue_list, "list issues, oldest first")
+    issues.add_argument("--state", choices=["open", "closed"])
+    issues.add_argument("--limit", type=int, default=0, help="at most this many (default: all)")
+    show = add(issue, "show", cmd_issue_show, "an issue and its comments")
+    show.add_argument("number", type=int)
+    issue_comment = add(issue, "comment", cmd_issue_comment, "comment on an issue")
+    issue_comment.add_argument("number", type=int)
+    issue_comment.add_argument("-m", "--message", required=True, help="the comment")
+    for name, fn, what in (("close", cmd_issue_close, "close"), ("reopen", cmd_issue_reopen, "reopen")):
+        changed = add(issue, name, fn, f"{what} an issue (its author and maintainers)")
+        changed.add_argument("number", type=int)
+
+    join = add(subparsers, "join", cmd_join, "ask to join the project as a member (a maintainer decides)")
+    join.add_argument("--note", default="", help="a note for the maintainers (at most 1000 characters)")
+    members = group(subparsers, "members", "project members: join requests (maintainers) and leaving")
+    requests = add(members, "requests", cmd_members_requests, "join requests (maintainers)")
+    requests.add_argument("--state", default="pending", choices=["pending", "accepted", "declined", "all"])
+    requests.add_argument("--limit", type=int, default=0, help="at most this many (default: all)")
+    for name, fn, what in (("accept", cmd_members_accept, "accept"), ("decline", cmd_members_decline, "decline")):
+        decided = add(members, name, fn, f"{what} a person's pending join request (maintainers)")
+        decided.add_argument("name")
+        decided.add_argument("--note", default="", help="a note to the person")
+    add(members, "leave", cmd_members_leave, "leave the project (members): back to signed-in")
 
     rules = group(subparsers, "rules", "the benchmark's rules (scienceslack.json at the tag checks)")
     approve = add(rules, "approve", cmd_rules_approve, "move the tag checks to a commit on main (maintainers)")

@@ -9,12 +9,11 @@ from dataclasses import dataclass
 
 from kernelboard.v1 import events_pb2
 
-from contracts import access, metrics
+from contracts import access, metrics, names
 from contracts.access import Actor
 from contracts.metrics import Metrics
-from contracts.refusals import Refusal, invalid
+from contracts.refusals import Refusal, clip, denied, invalid
 
-ROUTE_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{1,39}$")
 JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 OBJECT_ID = re.compile(r"^[0-9a-f]{40}$")
 
@@ -52,12 +51,9 @@ class RefTarget:
 
 
 def validate_route_name(name: str) -> str:
-    if not ROUTE_NAME.match(name or ""):
-        raise invalid(
-            "route_name",
-            f"invalid route name {name!r}: 2-40 characters, lower-case letters, digits and '-', "
-            "starting with a letter or digit",
-        )
+    """contracts.names' route grammar, matched in full (a trailing newline is not a route name)."""
+    if not names.is_route(name):
+        raise invalid("route_name", f"invalid route name {clip(name)}: {names.ROUTE.rule}")
     return name
 
 
@@ -312,3 +308,199 @@ def check_review(verdict: int, state: str, number: int) -> None:
 def check_open(state: str, number: int) -> None:
     if state != "open":
         raise Refusal("FAILED_PRECONDITION", "pull_closed", f"pull request #{number} is {state}, not open")
+
+
+# --- the rules guard -----------------------------------------------------------------------------------------------
+
+# What decides how a result is judged (docs/ARCHITECTURE.md, rules): a change to any of these makes old and new results
+# incomparable, so it needs a new benchmark.version (a new board). Everything else in scienceslack.json (the task's
+# wording, the name, status, maintainers, limits) may change on the same board.
+JUDGING_FIELDS = (
+    ("guardrails",),
+    ("benchmark", "kernels"),
+    ("benchmark", "score_rule"),
+    ("benchmark", "metric"),
+    ("benchmark", "baseline"),
+    ("benchmark", "verifier_versions"),
+    ("benchmark", "verifier_version"),
+    ("checks",),
+)
+MISSING = object()
+
+
+def _at(rules: dict, path: tuple[str, ...]):
+    value = rules
+    for key in path:
+        if not isinstance(value, dict) or key not in value:
+            return MISSING
+        value = value[key]
+    return value
+
+
+def _leaf_differences(prefix: str, old, new) -> list[str]:
+    """The dotted paths where two JSON values differ, down to the first non-object level."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = []
+        for key in sorted(set(old) | set(new), key=str):
+            out += _leaf_differences(f"{prefix}.{key}", old.get(key, MISSING), new.get(key, MISSING))
+        return out
+    return [] if old == new and type(old) is type(new) else [prefix]
+
+
+def judging_differences(old: dict, new: dict) -> list[str]:
+    """The fields that judge results (JUDGING_FIELDS) whose values differ between two versions of the rules, as dotted
+    paths (``guardrails.atol``, ``benchmark.kernels``, ``checks``)."""
+    differences = []
+    for path in JUDGING_FIELDS:
+        differences += _leaf_differences(".".join(path), _at(old, path), _at(new, path))
+    return differences
+
+
+def check_rules_change(old: dict, new: dict) -> None:
+    """Approving ``new`` over the approved ``old`` rules: the same version may change only what does not judge; a
+    version that judges differently must be higher; a version never goes down. No approved rules yet: anything."""
+    if not old:
+        return
+    old_version = _at(old, ("benchmark", "version"))
+    new_version = _at(new, ("benchmark", "version"))
+    if not isinstance(old_version, int) or not isinstance(new_version, int):
+        return  # validation (load_rules) has refused a new version that is not a number; old rules predate it
+    if new_version < old_version:
+        raise Refusal(
+            "FAILED_PRECONDITION",
+            "version_lowered",
+            f"benchmark.version {new_version} is below the approved {old_version}: a version never goes down",
+        )
+    if new_version > old_version:
+        return  # a new board
+    differences = judging_differences(old, new)
+    if differences:
+        shown = ", ".join(differences[:20]) + (f" and {len(differences) - 20} more" if len(differences) > 20 else "")
+        raise Refusal(
+            "FAILED_PRECONDITION",
+            "judging_changed",
+            f"these rules judge differently from the approved ones ({shown}) but keep benchmark.version "
+            f"{old_version}: raise benchmark.version to {old_version + 1} so that a new board starts",
+        )
+
+
+# --- issues, comments and joining: who may do what (pure; named for contracts/access.py) ---------------------------
+
+ISSUE_TITLE_MAX = 200
+ISSUE_BODY_MAX = 20_000
+COMMENT_BODY_MAX = 20_000
+JOIN_NOTE_MAX = 1_000
+PAGE_SIZE_DEFAULT = 50
+PAGE_SIZE_MAX = 200
+ISSUE_STATES = ("open", "closed")
+JOIN_STATES = ("pending", "accepted", "declined")
+
+
+def non_empty(field_name: str, text: str) -> str:
+    """Text the edge has bounded and cleared of control characters (contracts.names.text), stripped; a title or a
+    comment of nothing but spaces is refused."""
+    text = text.strip()
+    if not text:
+        raise invalid(f"{field_name}_empty", f"{field_name} is empty")
+    return text
+
+
+def check_bundle_size(size: int, limit: int) -> None:
+    if size > limit:
+        raise Refusal("RESOURCE_EXHAUSTED", "too_large", f"bundle of {size} bytes exceeds the limit of {limit} bytes")
+    if size == 0:
+        raise invalid("malformed_bundle", "malformed bundle: it is empty")
+
+
+def page_size(requested: int) -> int:
+    if requested < 0:
+        raise invalid("page_size", f"page_size must be >= 0, got {requested}")
+    return min(requested or PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX)
+
+
+def page_after(token: str) -> int:
+    """A list's cursor: the id or number of the last item of the previous page ("" = from the start)."""
+    if not token:
+        return 0
+    if len(token) > 20 or not token.isdigit() or token.startswith("0"):
+        raise invalid("page_token", f"page_token {clip(token)} is not one this service gave out")
+    return int(token)
+
+
+def next_page_token(keys: list[int], size: int) -> str:
+    """A full page may have a successor: its last key is the cursor; a short page is the last."""
+    return str(keys[-1]) if len(keys) == size else ""
+
+
+def check_state_filter(state: str, states: Sequence[str], *, extra: Sequence[str] = ()) -> str:
+    if state and state not in (*states, *extra):
+        raise invalid("state", f"state {clip(state)}: one of {', '.join((*states, *extra))} (or empty)")
+    return state
+
+
+def can_open_issue(actor: Actor) -> bool:
+    """Anyone signed in opens issues (people, their agents, services alike)."""
+    return bool(actor.name)
+
+
+def can_comment(actor: Actor) -> bool:
+    """Anyone signed in comments on issues and pull requests, open or not."""
+    return bool(actor.name)
+
+
+def can_close_issue(actor: Actor, author: str, author_owner: str) -> bool:
+    """The issue's author, the person it acts for (an agent's owner) or the person's other agents, and maintainers."""
+    return actor.is_maintainer or actor.name == author or access.owner_of(actor) == author_owner
+
+
+can_reopen_issue = can_close_issue
+
+
+def can_request_join(actor: Actor) -> bool:
+    """People ask to join; an agent takes its owner's role and a service has none to gain."""
+    return actor.kind == PERSON
+
+
+def can_decide_join(actor: Actor) -> bool:
+    """Maintainers accept and decline join requests (and see them)."""
+    return actor.is_maintainer
+
+
+def can_leave(actor: Actor) -> bool:
+    """A member person leaves; maintainers are named in scienceslack.json and leave by a rules change."""
+    return actor.kind == PERSON and actor.role == events_pb2.ROLE_MEMBER
+
+
+def check_issue_state_change(actor: Actor, number: int, author: str, author_owner: str, state: str, to: str) -> None:
+    if not can_close_issue(actor, author, author_owner):
+        verb = "close" if to == "closed" else "reopen"
+        raise denied(f"only the author of issue #{number} ({author}) and maintainers {verb} it; {actor.name} may not")
+    if state == to:
+        raise Refusal("FAILED_PRECONDITION", f"issue_{to}", f"issue #{number} is {state} already")
+
+
+def check_join_request(actor: Actor) -> None:
+    if not can_request_join(actor):
+        raise denied(f"people ask to join, not agents or services ({actor.name}); ask as {access.owner_of(actor)}")
+    if actor.role >= events_pb2.ROLE_MEMBER:
+        raise Refusal("FAILED_PRECONDITION", "already_member", f"{actor.name} is a project member already")
+
+
+def check_join_decision(actor: Actor, name: str, pending: bool) -> None:
+    if not can_decide_join(actor):
+        raise denied(f"maintainer role needed to decide join requests ({actor.name} is not a maintainer)")
+    if not pending:
+        raise Refusal("NOT_FOUND", "no_join_request", f"{clip(name)} has no pending join request")
+
+
+def check_leave(actor: Actor) -> None:
+    if actor.kind != PERSON:
+        raise denied(f"people leave the project, not agents or services ({actor.name})")
+    if actor.is_maintainer:
+        raise Refusal(
+            "FAILED_PRECONDITION",
+            "maintainer_leaves",
+            f"{actor.name} is a maintainer, named in scienceslack.json: a rules change removes a maintainer",
+        )
+    if not can_leave(actor):
+        raise Refusal("FAILED_PRECONDITION", "not_member", f"{actor.name} is not a project member")

@@ -252,7 +252,9 @@ class Quarantine(Objects):
         if missing:
             raise UnbundleError(f"the repository lacks these prerequisite commits: {' '.join(missing)}", True)
         pack = bundle[header.pack_offset :]
-        code, _, err = await self.git("index-pack", "--stdin", "--fix-thin", stdin=pack, check=False)
+        # --strict: fsck every object as receive-pack does, so that a malformed one (an empty or "../" tree entry
+        # name, a bad mode) is refused here, not met later by a reader that cannot parse it.
+        code, _, err = await self.git("index-pack", "--stdin", "--strict", "--fix-thin", stdin=pack, check=False)
         if code != 0:
             message = " ".join(line.strip() for line in err.splitlines() if line.strip())
             raise UnbundleError(message or f"git index-pack exited {code}", False)

@@ -60,6 +60,27 @@ async def ref_value(conn, ref: str) -> str:
     return await conn.fetchval("SELECT sha FROM ingest_refs WHERE ref = $1", ref) or ""
 
 
+async def set_ref_aside(conn, ref: str, sha: str, reason: str) -> bool:
+    """Move a ref's row to ingest_refs_set_aside (if it still holds ``sha``); False when it had moved meanwhile."""
+    async with conn.transaction():
+        row = await conn.fetchrow("DELETE FROM ingest_refs WHERE ref = $1 AND sha = $2 RETURNING *", ref, sha)
+        if row is None:
+            return False
+        await conn.execute(
+            "INSERT INTO ingest_refs_set_aside (ref, sha, updated_by, updated_at, reason) VALUES ($1, $2, $3, $4, $5)",
+            ref,
+            sha,
+            row["updated_by"],
+            row["updated_at"],
+            reason,
+        )
+    return True
+
+
+async def refs_set_aside(conn) -> int:
+    return await conn.fetchval("SELECT count(*) FROM ingest_refs_set_aside")
+
+
 async def move_ref(conn: asyncpg.Connection, ref: str, old: str, new: str, actor: str) -> None:
     """Compare-and-swap: the ref goes from ``old`` ("" = absent) to ``new`` or RefMoved. Concurrent movers of one ref
     serialise on its row lock; the loser re-reads the winner's value and fails here."""
@@ -165,3 +186,158 @@ async def mark_merged(conn, number: int, merge_sha: str, merged_by: str) -> None
         merge_sha,
         merged_by,
     )
+
+
+# --- issues, comments, join requests (migrations/0110_issues_and_join.sql) -----------------------------------------
+
+
+@dataclass(frozen=True)
+class IssueRow:
+    number: int
+    title: str
+    body: str
+    author: str
+    author_owner: str
+    state: str
+    closed_by: str
+    opened_at: datetime
+    comments: int = 0
+
+
+@dataclass(frozen=True)
+class CommentRow:
+    id: int
+    issue_number: int
+    pull_number: int
+    body: str
+    author: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class JoinRow:
+    id: int
+    name: str
+    note: str
+    state: str
+    decided_by: str
+    decision_note: str
+    requested_at: datetime
+
+
+_ISSUE_COLUMNS = (
+    "i.number, i.title, i.body, i.author, i.author_owner, i.state, coalesce(i.closed_by, '') AS closed_by, i.opened_at,"
+    " (SELECT count(*) FROM ingest_comments c WHERE c.issue_number = i.number) AS comments"
+)
+
+
+async def insert_issue(conn, title: str, body: str, author: str, author_owner: str) -> int:
+    return await conn.fetchval(
+        "INSERT INTO ingest_issues (title, body, author, author_owner) VALUES ($1, $2, $3, $4) RETURNING number",
+        title,
+        body,
+        author,
+        author_owner,
+    )
+
+
+async def get_issue(conn, number: int, *, for_update: bool = False) -> IssueRow | None:
+    if for_update:
+        await conn.execute("SELECT 1 FROM ingest_issues WHERE number = $1 FOR UPDATE", number)
+    row = await conn.fetchrow(f"SELECT {_ISSUE_COLUMNS} FROM ingest_issues i WHERE i.number = $1", number)
+    return IssueRow(**dict(row)) if row else None
+
+
+async def list_issues(conn, state: str, after: int, limit: int) -> list[IssueRow]:
+    rows = await conn.fetch(
+        f"SELECT {_ISSUE_COLUMNS} FROM ingest_issues i WHERE ($1 = '' OR i.state = $1) AND i.number > $2"
+        " ORDER BY i.number LIMIT $3",
+        state,
+        after,
+        limit,
+    )
+    return [IssueRow(**dict(row)) for row in rows]
+
+
+async def set_issue_state(conn, number: int, state: str, by: str) -> None:
+    await conn.execute(
+        "UPDATE ingest_issues SET state = $2, closed_by = CASE WHEN $2 = 'closed' THEN $3 END WHERE number = $1",
+        number,
+        state,
+        by,
+    )
+
+
+def _comment(row) -> CommentRow:
+    return CommentRow(
+        row["id"], row["issue_number"] or 0, row["pull_number"] or 0, row["body"], row["author"], row["created_at"]
+    )
+
+
+async def insert_comment(conn, issue_number: int, pull_number: int, body: str, author: str) -> CommentRow:
+    return _comment(
+        await conn.fetchrow(
+            "INSERT INTO ingest_comments (issue_number, pull_number, body, author) VALUES ($1, $2, $3, $4) RETURNING *",
+            issue_number or None,
+            pull_number or None,
+            body,
+            author,
+        )
+    )
+
+
+async def list_comments(conn, issue_number: int, pull_number: int, after: int, limit: int) -> list[CommentRow]:
+    column = "issue_number" if issue_number else "pull_number"
+    rows = await conn.fetch(
+        f"SELECT * FROM ingest_comments WHERE {column} = $1 AND id > $2 ORDER BY id LIMIT $3",
+        issue_number or pull_number,
+        after,
+        limit,
+    )
+    return [_comment(row) for row in rows]
+
+
+_JOIN_COLUMNS = "id, name, note, state, coalesce(decided_by, '') AS decided_by, decision_note, requested_at"
+
+
+async def insert_join_request(conn, name: str, note: str) -> JoinRow | None:
+    """The new pending request, or None when the person has one pending already."""
+    row = await conn.fetchrow(
+        "INSERT INTO ingest_join_requests (name, note) VALUES ($1, $2)"
+        f" ON CONFLICT (name) WHERE state = 'pending' DO NOTHING RETURNING {_JOIN_COLUMNS}",
+        name,
+        note,
+    )
+    return JoinRow(**dict(row)) if row else None
+
+
+async def pending_join_request(conn, name: str, *, for_update: bool = False) -> JoinRow | None:
+    row = await conn.fetchrow(
+        f"SELECT {_JOIN_COLUMNS} FROM ingest_join_requests WHERE name = $1 AND state = 'pending'"
+        + (" FOR UPDATE" if for_update else ""),
+        name,
+    )
+    return JoinRow(**dict(row)) if row else None
+
+
+async def decide_join_request(conn, request_id: int, state: str, by: str, note: str) -> JoinRow:
+    row = await conn.fetchrow(
+        "UPDATE ingest_join_requests SET state = $2, decided_by = $3, decision_note = $4, decided_at = now()"
+        f" WHERE id = $1 RETURNING {_JOIN_COLUMNS}",
+        request_id,
+        state,
+        by,
+        note,
+    )
+    return JoinRow(**dict(row))
+
+
+async def list_join_requests(conn, state: str, after: int, limit: int) -> list[JoinRow]:
+    rows = await conn.fetch(
+        f"SELECT {_JOIN_COLUMNS} FROM ingest_join_requests WHERE ($1 = '' OR state = $1) AND id > $2"
+        " ORDER BY id LIMIT $3",
+        state,
+        after,
+        limit,
+    )
+    return [JoinRow(**dict(row)) for row in rows]

@@ -21,9 +21,11 @@ from typing import Protocol
 from kernelboard.v1 import events_pb2
 
 from contracts import access, names, rules
+from contracts.refusals import Refusal
 from services.common import metrics
 from services.common.eventlog import ConcurrencyConflict, NewEvent
 from services.common.logs import bind_ids, get_logger
+from services.common.setaside import SetAside
 from services.scheduler import domain
 from services.scheduler.domain import JobView
 from services.scheduler.jobdir import GitError, HostedRepo
@@ -43,14 +45,6 @@ RESULT_ERRORS = metrics.counter(
 )
 
 _SHA = re.compile(r"^[0-9a-f]{40}$")
-
-
-class Refused(Exception):
-    """A request the scheduler turns down; code is a grpc.StatusCode name."""
-
-    def __init__(self, code: str, message: str):
-        super().__init__(message)
-        self.code = code
 
 
 class ResultPusher(Protocol):
@@ -99,9 +93,17 @@ class JobService:
     async def load(self) -> int:
         """Fold every job stream from the log; returns how many jobs are still live (to be followed)."""
         jobs: dict[str, JobView] = {}
+        # An event the fold cannot take (a job id that is not Slurm's, written by an older version or by hand) is set
+        # aside, not fatal: the scheduler starts, and polls Slurm only with ids that are job ids.
+        set_aside = SetAside("scheduler_load")
         async for event in self.log.read_all(types=set(domain.JOB_EVENT_TYPES)):
             job_id = event.stream.removeprefix("job:")
-            jobs[job_id] = domain.fold(jobs.get(job_id) or JobView(job_id=job_id), event)
+            try:
+                names.job_id(job_id, "stream")
+                jobs[job_id] = domain.fold(jobs.get(job_id) or JobView(job_id=job_id), event)
+            except Exception as err:  # any one event: the others still fold
+                set_aside.record(event.stream, err, event_id=event.event_id, position=event.global_position)
+        set_aside.finish()
         self.jobs = jobs
         await self._changed_views()
         live = sum(not view.finished for view in jobs.values())
@@ -158,7 +160,7 @@ class JobService:
     def get(self, job_id: str) -> JobView:
         view = self.jobs.get(job_id)
         if view is None:
-            raise Refused("NOT_FOUND", f"no job {job_id!r}")
+            raise Refusal("NOT_FOUND", "unknown_job", f"no job {job_id!r}")
         return view
 
     def list_jobs(self, *, route: str = "", owner: str = "", live_only: bool = False) -> list[JobView]:
@@ -188,28 +190,34 @@ class JobService:
         try:
             route = domain.route_of_ref(ref)
         except ValueError as err:
-            raise Refused("INVALID_ARGUMENT", str(err)) from None
+            raise Refusal("INVALID_ARGUMENT", "bad_ref", str(err)) from None
         if not _SHA.match(sha):
-            raise Refused("INVALID_ARGUMENT", f"sha {sha!r}: give the full 40-character commit id")
+            raise Refusal("INVALID_ARGUMENT", "bad_sha", f"sha {sha!r}: give the full 40-character commit id")
         path = Path(script_path)
         if not script_path or path.is_absolute() or ".." in path.parts:
-            raise Refused("INVALID_ARGUMENT", f"script path {script_path!r}: a relative path inside the commit")
+            raise Refusal(
+                "INVALID_ARGUMENT", "bad_script_path", f"script path {script_path!r}: a relative path inside the commit"
+            )
         owner = await self._route_owner(route)
         if owner is None:
-            raise Refused("NOT_FOUND", f"unknown route {route!r}: start it and push first")
+            raise Refusal("NOT_FOUND", "unknown_route", f"unknown route {route!r}: start it and push first")
         actor = access.Actor.of(principal)
         access.require(actor, access.Action.SUBMIT_JOB, access.Target(owner=owner, label=f"route {route!r}"))
-        full_ref = f"refs/heads/routes/{route}"
+        full_ref = names.route_ref(route)
         tip = await self.repo.resolve(full_ref)
         if tip is None or not await self.repo.is_ancestor(sha, tip):
-            raise Refused("FAILED_PRECONDITION", f"commit {sha[:12]} is not on {full_ref}: `kb push` it first")
+            raise Refusal(
+                "FAILED_PRECONDITION",
+                "commit_not_on_route",
+                f"commit {sha[:12]} is not on {full_ref}: `kb push` it first",
+            )
         script = await self.repo.read_file(sha, script_path)
         if script is None:
-            raise Refused("NOT_FOUND", f"no file {script_path!r} in commit {sha[:12]}")
+            raise Refusal("NOT_FOUND", "no_script", f"no file {script_path!r} in commit {sha[:12]}")
         try:
             resources = domain.check_script(script.decode(errors="replace"), await self._limits())
         except domain.DirectiveError as err:
-            raise Refused("INVALID_ARGUMENT", f"{script_path}: {err}") from None
+            raise Refusal("INVALID_ARGUMENT", "bad_directives", f"{script_path}: {err}") from None
         held = access.held(actor)
 
         number, work_dir = await self._new_work_dir()
@@ -228,8 +236,10 @@ class JobService:
         except (SlurmError, GitError) as err:
             shutil.rmtree(work_dir, ignore_errors=True)
             if isinstance(err, SlurmError) and err.refused:
-                raise Refused("INVALID_ARGUMENT", f"{script_path}: sbatch refused the job: {err}") from None
-            raise Refused("UNAVAILABLE", f"could not prepare or submit the job: {err}") from None
+                raise Refusal(
+                    "INVALID_ARGUMENT", "sbatch_refused", f"{script_path}: sbatch refused the job: {err}"
+                ) from None
+            raise Refusal("UNAVAILABLE", "slurm_unavailable", f"could not prepare or submit the job: {err}") from None
 
         with bind_ids(job_id=job_id, route=route, sha=sha):
             submitted = events_pb2.JobSubmitted(
@@ -253,8 +263,9 @@ class JobService:
                 with contextlib.suppress(SlurmError):
                     await self.slurm.cancel(job_id)
                 if isinstance(err, ConcurrencyConflict):
-                    raise Refused(
+                    raise Refusal(
                         "FAILED_PRECONDITION",
+                        "slurm_id_reused",
                         f"Slurm job id {job_id} is already in the event log: the cluster's state was reset while the "
                         "log was kept (cancelled the new job)",
                     ) from None
@@ -267,13 +278,13 @@ class JobService:
         async with self._lock(job_id):
             view = self.get(job_id)
             if view.finished:
-                raise Refused("FAILED_PRECONDITION", f"job {job_id} has already ended ({view.state})")
+                raise Refusal("FAILED_PRECONDITION", "job_ended", f"job {job_id} has already ended ({view.state})")
             if not view.held:
-                raise Refused("FAILED_PRECONDITION", f"job {job_id} is not held")
+                raise Refusal("FAILED_PRECONDITION", "not_held", f"job {job_id} is not held")
             try:
                 await self.slurm.release(job_id)
             except SlurmError as err:
-                raise Refused("UNAVAILABLE", f"could not release job {job_id}: {err}") from None
+                raise Refusal("UNAVAILABLE", "slurm_unavailable", f"could not release job {job_id}: {err}") from None
             with bind_ids(job_id=job_id):
                 log.info("job released", released_by=principal.name)
             released = events_pb2.JobReleased(job_id=job_id, released_by=principal.name)
@@ -285,11 +296,11 @@ class JobService:
             access.Actor.of(principal), access.Action.CANCEL_JOB, access.Target(owner=view.owner, label=f"job {job_id}")
         )
         if view.finished:
-            raise Refused("FAILED_PRECONDITION", f"job {job_id} has already ended ({view.state})")
+            raise Refusal("FAILED_PRECONDITION", "job_ended", f"job {job_id} has already ended ({view.state})")
         try:
             await self.slurm.cancel(job_id)
         except SlurmError as err:
-            raise Refused("UNAVAILABLE", f"could not cancel job {job_id}: {err}") from None
+            raise Refusal("UNAVAILABLE", "slurm_unavailable", f"could not cancel job {job_id}: {err}") from None
         with bind_ids(job_id=job_id):
             log.info("job cancel requested", cancelled_by=principal.name)
         return view  # JobFinished(CANCELLED) follows from the next poll
@@ -425,11 +436,11 @@ class JobService:
         if text is None and self.config.rules_path is not None:
             text = self.config.rules_path.read_bytes()
         if text is None:
-            raise Refused("FAILED_PRECONDITION", "no rules: the hosted repository has no tag checks yet")
+            raise Refusal("FAILED_PRECONDITION", "no_rules", "no rules: the hosted repository has no tag checks yet")
         try:
             return domain.partition_limits(rules.parse(text))
         except rules.RulesError as err:
-            raise Refused("FAILED_PRECONDITION", f"scienceslack.json: {err}") from None
+            raise Refusal("FAILED_PRECONDITION", "bad_rules", f"scienceslack.json: {err}") from None
 
     async def _new_work_dir(self) -> tuple[int, Path]:
         self.config.jobs_dir.mkdir(parents=True, exist_ok=True)

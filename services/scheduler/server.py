@@ -5,10 +5,10 @@ import os
 from datetime import timedelta
 from pathlib import Path
 
-import grpc
 from kernelboard.v1 import events_pb2, scheduler_pb2, scheduler_pb2_grpc
 
 from contracts import names
+from contracts.refusals import clip, invalid
 from services.common import auth
 from services.common.config import ServerConfig, Settings
 from services.common.eventlog import EventLog
@@ -17,49 +17,54 @@ from services.common.logs import configure_logging, get_logger
 from services.scheduler.domain import job_message
 from services.scheduler.ingest_client import IngestPusher
 from services.scheduler.jobdir import HostedRepo
-from services.scheduler.jobs import JobService, Refused, SchedulerConfig
+from services.scheduler.jobs import JobService, SchedulerConfig
 from services.scheduler.slurm import Slurm
 
 log = get_logger(component="scheduler")
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
+SCRIPT_PATH_MAX_CHARS = 1024
+
+
+def submitted_ref(value: str) -> str:
+    """A route ref (refs/heads/routes/<route>, or routes/<route>) in full, matched in full."""
+    full = "refs/heads/" + value if value.startswith("routes/") else value
+    if names.ref(full, "ref").kind != "route":
+        raise invalid("bad_ref", f"ref {clip(value)}: jobs run on a route, refs/heads/routes/<route>")
+    return full
+
+
 class SchedulerServicer(scheduler_pb2_grpc.SchedulerServicer):
+    """Checks each request's fields (contracts.names), then asks JobService; a Refusal from either is turned into
+    its status by the server's interceptor."""
+
     def __init__(self, jobs: JobService):
         self.jobs = jobs
 
-    async def _answer(self, context, call):
-        try:
-            return job_message(await call)
-        except Refused as err:
-            await context.abort(getattr(grpc.StatusCode, err.code), str(err))
-
     async def SubmitJob(self, request, context):
-        principal = auth.current_principal()
-        return await self._answer(context, self.jobs.submit(principal, request.ref, request.sha, request.script_path))
+        ref, sha = submitted_ref(request.ref), names.object_id(request.sha, "sha")
+        script_path = names.text(request.script_path, "script_path", SCRIPT_PATH_MAX_CHARS)
+        return job_message(await self.jobs.submit(auth.current_principal(), ref, sha, script_path))
 
     async def ReleaseJob(self, request, context):
-        return await self._answer(context, self.jobs.release(auth.current_principal(), request.job_id))
+        return job_message(await self.jobs.release(auth.current_principal(), names.job_id(request.job_id)))
 
     async def CancelJob(self, request, context):
-        return await self._answer(context, self.jobs.cancel(auth.current_principal(), request.job_id))
+        return job_message(await self.jobs.cancel(auth.current_principal(), names.job_id(request.job_id)))
 
     async def GetJob(self, request, context):
-        try:
-            return job_message(self.jobs.get(request.job_id))
-        except Refused as err:
-            await context.abort(getattr(grpc.StatusCode, err.code), str(err))
+        return job_message(self.jobs.get(names.job_id(request.job_id)))
 
     async def ListJobs(self, request, context):
-        views = self.jobs.list_jobs(route=request.route, owner=request.owner, live_only=request.live_only)
+        route = request.route and names.route(request.route)
+        owner = request.owner and names.principal(request.owner, "owner")
+        views = self.jobs.list_jobs(route=route, owner=owner, live_only=request.live_only)
         return scheduler_pb2.ListJobsReply(jobs=[job_message(view) for view in views])
 
     async def WatchJob(self, request, context):
-        try:
-            async for view in self.jobs.watch(request.job_id):
-                yield job_message(view)
-        except Refused as err:
-            await context.abort(getattr(grpc.StatusCode, err.code), str(err))
+        async for view in self.jobs.watch(names.job_id(request.job_id)):
+            yield job_message(view)
 
 
 async def scheduler_token(event_log: EventLog, settings: Settings) -> str:

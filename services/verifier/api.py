@@ -1,16 +1,17 @@
-"""The Verifier gRPC servicer: GetCheck, ListChecks and WatchChecks over the check queue (anyone signed in)."""
+"""The Verifier gRPC servicer: GetCheck, ListChecks and WatchChecks over the check queue (anyone signed in). Each
+request field is checked at the edge; a refusal is raised as contracts' Refusal."""
 
 import asyncio
-import re
 import uuid
 
 import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 from kernelboard.v1 import verifier_pb2, verifier_pb2_grpc
 
+from contracts import names
+from contracts.refusals import clip, invalid, not_found
 from services.verifier.queue import NOTIFY_CHANNEL, CheckQueue, CheckRow
 
-SHA = re.compile(r"^[0-9a-f]{40}$")
 DEFAULT_LIMIT, MAX_LIMIT = 100, 1000
 
 
@@ -51,47 +52,51 @@ def _matches(row: CheckRow, request: verifier_pb2.ListChecksRequest) -> bool:
     return (not request.route or row.item.route == request.route) and (not request.sha or row.item.sha == request.sha)
 
 
+CHECK_ID_MAX_CHARS = 64  # a UUID in any of its spellings is shorter
+
+
+def check_id(value: str) -> str:
+    try:
+        if len(value) <= CHECK_ID_MAX_CHARS:
+            return str(uuid.UUID(value))
+    except ValueError:
+        pass
+    raise invalid("bad_check_id", f"check_id {clip(value)} is not a check id (a UUID)")
+
+
+def filters(request: verifier_pb2.ListChecksRequest) -> tuple[str, str]:
+    """The route and sha filters of a request, each empty or well-formed."""
+    return request.route and names.route(request.route), request.sha and names.object_id(request.sha, "sha")
+
+
 class VerifierServicer(verifier_pb2_grpc.VerifierServicer):
+    """Checks each request's fields (contracts.names); a Refusal becomes its status in the server's interceptor."""
+
     def __init__(self, queue: CheckQueue, feed: "ChangeFeed"):
         self.queue = queue
         self.feed = feed
 
-    async def _filters(self, request: verifier_pb2.ListChecksRequest, context) -> None:
-        if request.sha and not SHA.match(request.sha):
-            await context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT, f"sha {request.sha!r}: give the full 40-character commit id"
-            )
-        if len(request.route) > 64:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "route: at most 64 characters")
-
     async def GetCheck(self, request, context):
-        try:
-            check_id = str(uuid.UUID(request.check_id))
-        except ValueError:
-            await context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT, f"check_id {request.check_id!r} is not a check id (a UUID)"
-            )
-        row = await self.queue.get(check_id)
+        wanted = check_id(request.check_id)
+        row = await self.queue.get(wanted)
         if row is None:
-            await context.abort(grpc.StatusCode.NOT_FOUND, f"no check {check_id}")
+            raise not_found("unknown_check", f"no check {wanted}")
         return to_proto(row)
 
     async def ListChecks(self, request, context):
-        await self._filters(request, context)
+        route, sha = filters(request)
         if not 0 <= request.limit <= MAX_LIMIT:
-            await context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT, f"limit must be between 0 (default {DEFAULT_LIMIT}) and {MAX_LIMIT}"
-            )
-        rows = await self.queue.search(route=request.route, sha=request.sha, limit=request.limit or DEFAULT_LIMIT)
+            raise invalid("bad_limit", f"limit must be between 0 (default {DEFAULT_LIMIT}) and {MAX_LIMIT}")
+        rows = await self.queue.search(route=route, sha=sha, limit=request.limit or DEFAULT_LIMIT)
         return verifier_pb2.ListChecksReply(checks=[to_proto(r) for r in rows])
 
     async def WatchChecks(self, request, context):
         """The matching checks now (oldest first), then each change of one (PostgreSQL NOTIFY from the queue)."""
-        await self._filters(request, context)
+        route, sha = filters(request)
         # Subscribe before the first read, so that no change between the two is missed.
         changed = await self.feed.subscribe()
         try:
-            rows = await self.queue.search(route=request.route, sha=request.sha, limit=MAX_LIMIT)
+            rows = await self.queue.search(route=route, sha=sha, limit=MAX_LIMIT)
             for row in reversed(rows):
                 yield to_proto(row)
             while True:

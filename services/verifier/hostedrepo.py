@@ -13,8 +13,9 @@ import re
 import tarfile
 from pathlib import Path
 
+from contracts import names
+
 SHA = re.compile(r"^[0-9a-f]{40}$")
-ROUTE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 # A route folder or a rules commit larger than this is not a kernel submission.
 MAX_ARCHIVE_BYTES = 256 * 1024 * 1024
 
@@ -58,7 +59,7 @@ class HostedRepoReader:
         for name, commit in (("rules commit", rules_commit), ("commit", sha)):
             if not SHA.match(commit):
                 raise RepoError(f"{name} {commit!r} is not a full 40-character commit id")
-        if not ROUTE.match(route):
+        if not names.is_route(route):
             raise RepoError(f"route name {route!r} is not valid")
         judge = await self._archive(rules_commit, ".", ":(exclude)routes")
         if judge is None:

@@ -188,3 +188,30 @@ def test_rules_without_a_version_are_only_activity_on_the_board_in_force():
     board = state.boards[1]
     assert list(state.boards) == [1] and state.in_force == 1 and board.card.rules_commit == "rules1"
     assert board.last_active_ns == events[-1].occurred_at.ToNanoseconds() and "alice" in board.actors
+
+
+def test_issues_comments_and_joining_keep_the_header_counts():
+    """A person asking to join and being accepted, issues and comments: activity on the board in force, but a person
+    is no agent and none of it starts a route; an agent commenting is an agent at work."""
+    person = events_pb2.PRINCIPAL_KIND_PERSON
+    agent = events_pb2.PRINCIPAL_KIND_AGENT
+    events = [
+        envelope(1, rules(1)),
+        envelope(2, events_pb2.PrincipalRegistered(name="erin", kind=person, owner="erin", role=1), actor="curator"),
+        envelope(3, events_pb2.PrincipalRegistered(name="erin/bot", kind=agent, owner="erin"), actor="erin"),
+        envelope(4, events_pb2.RouteStarted(route="fast", owner="erin", started_by="erin/bot"), actor="erin/bot"),
+        envelope(5, events_pb2.JoinRequested(request_id=1, name="erin", note="hi"), actor="erin"),
+        envelope(6, events_pb2.JoinDecided(request_id=1, name="erin", accepted=True, decided_by="curator")),
+        envelope(7, events_pb2.RoleChanged(name="erin", role=2, previous_role=1, cause="join accepted")),
+        envelope(8, events_pb2.IssueOpened(number=1, title="t", author="erin", author_owner="erin"), actor="erin"),
+        envelope(
+            9, events_pb2.CommentAdded(comment_id=1, issue_number=1, body="b", author="erin/bot"), actor="erin/bot"
+        ),
+        envelope(10, events_pb2.IssueClosed(number=1, closed_by="curator")),
+        envelope(11, events_pb2.CommentAdded(comment_id=2, pull_number=3, body="b", author="mallory"), actor="mallory"),
+    ]
+    state = projection.fold(events)
+    head = projection.header(state, state.boards[1])
+    assert (head.agents_in_all, head.agents_at_work, head.routes) == (1, 1, 1)
+    assert state.agents == {"erin/bot"}
+    assert projection.state_to_json(projection.fold(events)) == projection.state_to_json(state)

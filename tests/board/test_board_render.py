@@ -49,3 +49,22 @@ def test_a_route_shows_its_place_and_history():
     history = text.splitlines()[-2:]
     assert history[0].split()[:5] == ["3", "2026-05-28", "20:26", "UTC", "check"]
     assert history[1].split()[-3:] == ["adopted", "counted", "merged"]
+
+
+def test_a_first_run_ranks_the_maintainers_h200_report_and_shows_the_cpu_check_plainly():
+    """What `make up` ends on: the bundled route's recorded H200 run reported by a maintainer (with where, when and
+    under which rules it was measured) ranks; this machine's CPU check is listed as passed, without a score."""
+    measured = report("triton", 1, score=3.771, by_maintainer=True, reporter="curator")
+    measured.runner, measured.measured_at, measured.rules_commit = "NVIDIA H200", "2026-12-02T18:29:00Z", "b93c155f" * 5
+    cpu = check("triton", 1, passed=True, score=0.0, verified=False)
+    state = projection.fold(
+        [envelope(1, rules(1, verifier_versions=[1])), envelope(2, measured), envelope(3, cpu, verifier_version=1)]
+    )
+    text = render.render_board(views.board_view(state, state.boards[1]))
+    ranked = text[text.index("Ranked") : text.index("Listed beside")]
+    row = ranked.splitlines()[3]
+    assert row.split()[:5] == ["1", "triton", "3.771", "reported", "by"]
+    assert "NVIDIA H200" in row and "measured 2026-12-02T18:29:00Z on NVIDIA H200 under rules b93c155fb93c" in row
+    beside = text[text.index("Listed beside") :].splitlines()[3]
+    assert "unverified check" in beside and "passed on cpu, not verified: runner cpu is not the pinned" in beside
+    assert "0.000" not in text

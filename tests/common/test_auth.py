@@ -255,7 +255,7 @@ async def test_member_calling_a_maintainer_method_is_denied_with_the_reason(chan
     stub = board_pb2_grpc.BoardStub(channel)
     error = await refused(stub.ListBoards(board_pb2.ListBoardsRequest(), metadata=bearer(tokens["member"])))
     assert error.code() == grpc.StatusCode.PERMISSION_DENIED
-    assert error.details() == f"maintainer role needed to list every board; {names['member']} (member) is not"
+    assert error.details() == f"maintainer role needed to rebuild the board; {names['member']} (member) is not"
     error = await refused(stub.ListBoards(board_pb2.ListBoardsRequest(), metadata=bearer(tokens["outsider"])))
     assert error.details().endswith(f"{names['outsider']} (signed-in) is not")
 

@@ -1,4 +1,5 @@
-"""ServerConfig: every server's ports and PostgreSQL pool from the environment, defaults as DESIGN.md fixes them."""
+"""ServerConfig: every server's ports and PostgreSQL pool from the environment, defaults as docs/ARCHITECTURE.md
+("The process model") fixes them."""
 
 import os
 import subprocess
@@ -12,7 +13,7 @@ from services.common.eventlog import EventLog
 
 REPO = Path(__file__).resolve().parents[2]
 
-# DESIGN.md's contract: gRPC and /metrics ports per service (the relay: metrics only).
+# docs/ARCHITECTURE.md, "The process model": gRPC and /metrics ports per service (the relay: metrics only).
 CONTRACT = {
     "ingest": (50051, 9101),
     "scheduler": (50052, 9102),

@@ -187,6 +187,30 @@ async def test_outsider_job_waits_held_until_a_maintainer_releases_it(stack, peo
     await assert_board_rebuilds(stack, curator)
 
 
+async def test_an_outsider_who_joins_runs_jobs_unheld_and_files_issues(stack, people):
+    """Join through kb: mallory asks, the maintainer accepts, and her next job runs without a release; issues and
+    comments are events the live board folds like the rebuild does."""
+    mallory, curator, agent = people["mallory"], people["curator"], people["agent"]
+    stack.kb("join", "--note", "I run kernels", token=mallory)
+    requests = kb_json(stack, "members", "requests", token=curator)["requests"]
+    assert [(r["name"], r["note"]) for r in requests] == [("mallory", "I run kernels")]
+    stack.kb("members", "accept", "mallory", token=curator)
+    assert kb_json(stack, "whoami", token=mallory)["role"] == "member"
+
+    clone = stack.root / f"clone-{OUTSIDE}"
+    job_id = stack.kb("job", "submit", f"routes/{OUTSIDE}/run.sbatch", "--parsable", token=mallory, cwd=clone).stdout
+    job = await wait_job(stack, job_id.strip(), mallory, lambda j: j["result_sha"], "a member's job, never held")
+    assert job["state"] == "COMPLETED" and not job["released_by"], job
+
+    number = kb_json(stack, "issue", "open", "--title", "hinge_loss flaky", token=mallory)["number"]
+    stack.kb("issue", "comment", str(number), "-m", "seen it", token=agent)
+    assert [c["author"] for c in kb_json(stack, "issue", "show", str(number), token=curator)["thread"]] == [
+        "alice/agent-1"
+    ]
+    stack.kb("issue", "close", str(number), token=mallory)
+    await assert_board_rebuilds(stack, curator)
+
+
 async def test_raising_the_benchmark_version_starts_a_new_board(stack, people):
     curator = people["curator"]
     before = kb_json(stack, "board", "--version", "1", token=curator)

@@ -107,7 +107,7 @@ def test_route_code_cannot_read_a_root_only_file(tmp_path, rules_path):
 
 
 # -- routes that break their process: the problem fails naming what happened, the next problem is judged --------------
-HONEST_SUM = (ROUTES / "reference" / "sum_dim.py").read_text()
+HONEST_GELU = (ROUTES / "reference" / "new_gelu.py").read_text()
 BAD_FORWARDS = {
     "crashes": ("import os, signal\n", "os.kill(os.getpid(), signal.SIGSEGV)", "was killed by SIGSEGV"),
     "hangs": ("", "while True:\n            pass", "gave no answer to 'call' within the 8 s limit"),
@@ -132,11 +132,14 @@ BAD_FORWARDS = {
 
 
 def _bad_route(directory: Path, imports: str, body: str) -> None:
+    """sum_dim breaks its process; new_gelu, judged after it (the rules' order), is honest."""
     directory.mkdir()
-    (directory / "new_gelu.py").write_text(
-        f"{imports}import torch\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        {body}\n"
+    (directory / "sum_dim.py").write_text(
+        f"{imports}import torch\n\n\nclass ModelNew(torch.nn.Module):\n"
+        f"    def __init__(self, *args):\n        super().__init__()\n\n"
+        f"    def forward(self, x):\n        {body}\n"
     )
-    (directory / "sum_dim.py").write_text(HONEST_SUM)
+    (directory / "new_gelu.py").write_text(HONEST_GELU)
 
 
 @AS_ROOT
@@ -151,8 +154,8 @@ def test_a_route_that_breaks_its_process_fails_that_problem_and_the_next_one_is_
     monkeypatch.setenv("KB_CANDIDATE_DISK_MB", "64")
     route = tmp_path / "route"
     _bad_route(route, imports, body)
-    doc = smoke(route, rules_path, "new_gelu", "sum_dim", skip_static=True)  # the process model alone
-    bad, good = _only(doc, "new_gelu"), _only(doc, "sum_dim")
+    doc = smoke(route, rules_path, "sum_dim", "new_gelu", skip_static=True)  # the process model alone
+    bad, good = _only(doc, "sum_dim"), _only(doc, "new_gelu")
     assert not bad["passed"]
     assert any(named in v for v in bad["violations"]), bad["violations"]
     assert good["passed"], good["violations"]

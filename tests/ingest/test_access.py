@@ -21,6 +21,7 @@ async def sign_in(stack, name: str, kind: int, owner: str, role: int) -> None:
 def loosened(work, tolerance: float) -> dict:
     rules = json.loads((work.path / "scienceslack.json").read_text())
     rules["guardrails"]["atol"] = rules["guardrails"]["rtol"] = tolerance
+    rules["benchmark"]["version"] += 1  # rules that judge differently start a new board (the rules guard)
     return rules
 
 

@@ -6,6 +6,9 @@ import os
 import subprocess
 import sys
 
+from kernelboard.v1 import events_pb2
+
+from services.common import auth
 from services.common.eventlog import payload_of
 
 
@@ -111,3 +114,35 @@ async def test_tokens_from_the_cli(stack, tmp_path):
     await kb("token", "revoke", created["token"], as_="bob")
     code, _, err = await kb("whoami", ok=False)
     assert code == 1 and "UNAUTHENTICATED" in err and "revoked" in err
+
+
+async def test_issues_comments_and_joining_from_the_cli(stack, tmp_path):
+    kb = Kb(stack, tmp_path)
+    opened = await kb.json("issue", "open", "--title", "cumsum_reverse slow", "--body", "2x slower", as_="mallory")
+    number = opened["number"]
+    assert "commented on issue" in (await kb("issue", "comment", str(number), "-m", "same here", as_="bob"))[1]
+    shown = await kb.json("issue", "show", str(number), as_="alice")
+    assert (shown["title"], shown["state"]) == ("cumsum_reverse slow", "open")
+    assert [(c["author"], c["body"]) for c in shown["thread"]] == [("bob", "same here")]
+    code, _, err = await kb("issue", "close", str(number), as_="bob", ok=False)
+    assert code == 1 and "PERMISSION_DENIED" in err and "only the author" in err
+    assert (await kb.json("issue", "close", str(number), as_="mallory"))["state"] == "closed"
+    assert number not in [i["number"] for i in (await kb.json("issue", "list", "--state", "open", as_="bob"))["issues"]]
+    assert (await kb.json("issue", "reopen", str(number), as_="curator"))["state"] == "open"
+    listed = await kb("issue", "list", "--limit", "1", as_="bob")
+    assert len(listed[1].strip().splitlines()) == 1
+
+    code, _, err = await kb("pr", "comment", "999", "-m", "hi", as_="bob", ok=False)
+    assert code == 1 and "NOT_FOUND" in err
+
+    async with stack.log.pool.acquire() as conn:
+        await auth.register_principal(conn, "gina", 1, "gina", events_pb2.ROLE_SIGNED_IN, log=stack.log, actor="test")
+        stack.tokens["gina"] = await auth.issue_token(conn, "gina")
+    assert "asked to join" in (await kb("join", "--note", "hello", as_="gina"))[1]
+    requests = await kb.json("members", "requests", as_="curator")
+    assert ("gina", "hello") in [(r["name"], r["note"]) for r in requests["requests"]]
+    code, _, err = await kb("members", "accept", "gina", as_="gina", ok=False)
+    assert code == 1 and "maintainer role" in err
+    assert "gina is a project member now" in (await kb("members", "accept", "gina", as_="curator"))[1]
+    assert (await kb.json("whoami", as_="gina"))["role"] == "member"
+    assert (await kb.json("members", "leave", as_="gina"))["role"] == "signed-in"

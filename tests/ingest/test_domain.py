@@ -31,9 +31,13 @@ def test_valid_route_names(name):
     assert domain.validate_route_name(name) == name
 
 
-@pytest.mark.parametrize("name", ["", "a", "Triton", "-x", "a_b", "x" * 41, "a/b", "ü1"])
+@pytest.mark.parametrize(
+    "name",
+    ["", "a", "Triton", "-x", "a_b", "x" * 41, "a/b", "ü1", "x-y\n", pytest.param("x" * 3_000_000, id="3MB")],
+)
 def test_invalid_route_names_are_refused_by_name(name):
-    refused(domain.validate_route_name, name, code="INVALID_ARGUMENT", reason="route_name", match=repr(name))
+    refusal = refused(domain.validate_route_name, name, code="INVALID_ARGUMENT", reason="route_name")
+    assert repr(name[:64]) in refusal.message and len(refusal.message) < 200
 
 
 def test_parse_ref_short_and_full_forms():
@@ -103,8 +107,8 @@ def test_bundle_capabilities():
 
 def test_size_limit():
     domain.check_size(10, 10)
-    refused(domain.check_size, 11, 10, code="RESOURCE_EXHAUSTED", reason="too_large", match="11 bytes")
-    refused(domain.check_size, 0, 10, reason="malformed_bundle")
+    refused(domain.check_bundle_size, 11, 10, code="RESOURCE_EXHAUSTED", reason="too_large", match="11 bytes")
+    refused(domain.check_bundle_size, 0, 10, reason="malformed_bundle")
 
 
 def test_fast_forward_only():
@@ -169,3 +173,33 @@ def test_reviews_and_merges():
     refused(domain.check_review, events_pb2.REVIEW_VERDICT_COMMENT, "merged", 1, code="FAILED_PRECONDITION")
     domain.check_open("open", 1)
     refused(domain.check_open, "closed", 1, code="FAILED_PRECONDITION")
+
+
+def test_who_closes_issues_and_decides_joins():
+    erin = Actor("erin", domain.PERSON, "erin", events_pb2.ROLE_SIGNED_IN)
+    erin_bot = Actor("erin/bot", domain.AGENT, "erin", events_pb2.ROLE_SIGNED_IN)
+    assert domain.can_close_issue(ALICE_AGENT, "alice/agent-1", "alice")
+    assert domain.can_close_issue(ALICE, "alice/agent-1", "alice")  # the person an agent acts for
+    assert domain.can_close_issue(CURATOR, "bob", "bob")
+    assert not domain.can_close_issue(BOB_AGENT, "alice", "alice")
+    assert domain.can_reopen_issue is domain.can_close_issue
+    assert domain.can_request_join(erin) and not domain.can_request_join(erin_bot)
+    assert not domain.can_request_join(SCHEDULER)
+    assert domain.can_decide_join(CURATOR) and not domain.can_decide_join(ALICE)
+    assert domain.can_leave(ALICE) and not domain.can_leave(erin) and not domain.can_leave(CURATOR)
+    refused(domain.check_join_request, ALICE, code="FAILED_PRECONDITION", reason="already_member")
+    refused(domain.check_join_request, erin_bot, code="PERMISSION_DENIED", match="ask as erin")
+    refused(domain.check_join_decision, ALICE, "erin", True, code="PERMISSION_DENIED")
+    refused(domain.check_join_decision, CURATOR, "erin", False, code="NOT_FOUND")
+    refused(domain.check_leave, CURATOR, code="FAILED_PRECONDITION", reason="maintainer_leaves")
+    refused(domain.check_issue_state_change, BOB_AGENT, 4, "alice", "alice", "open", "closed", code="PERMISSION_DENIED")
+    refused(domain.check_issue_state_change, ALICE, 4, "alice", "alice", "closed", "closed", code="FAILED_PRECONDITION")
+
+
+def test_cursor_pages():
+    assert domain.page_size(0) == domain.PAGE_SIZE_DEFAULT and domain.page_size(10_000) == domain.PAGE_SIZE_MAX
+    refused(domain.page_size, -1, code="INVALID_ARGUMENT")
+    assert domain.page_after("") == 0 and domain.page_after("17") == 17
+    for token in ("abc", "017", "-1", "1" * 21, "1e3"):
+        refused(domain.page_after, token, code="INVALID_ARGUMENT", reason="page_token")
+    assert domain.next_page_token([3, 5], 2) == "5" and domain.next_page_token([3], 2) == ""

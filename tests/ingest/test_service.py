@@ -430,8 +430,8 @@ async def test_tokens(stack):
     await refused(
         stack,
         stack.stub.RevokeToken(ingest_pb2.RevokeTokenRequest(token=reply.token), metadata=stack.md("bob")),
-        grpc.StatusCode.PERMISSION_DENIED,
-        "may not revoke",
+        grpc.StatusCode.NOT_FOUND,  # as for a token that does not exist: whose a token is stays unsaid
+        "no such token",
     )
     revoked = await stack.stub.RevokeToken(ingest_pb2.RevokeTokenRequest(token=reply.token), metadata=stack.md("alice"))
     assert revoked.principal == "alice/agent-2"
@@ -525,3 +525,18 @@ async def test_a_crash_between_commit_and_git_update_is_reconciled_at_start(stac
     stack.ingest.git_refs.start()  # the module's server goes on with the next tests
     work.commit({"routes/crash/a.py": "2"})
     assert (await push(stack, "alice", "routes/crash", work.bundle("refs/heads/routes/crash", sha))).parent == sha
+
+
+async def test_the_seed_reports_the_recorded_h200_run_as_the_maintainer(stack):
+    """A fresh board has something real to rank: the bundled route's verified H200 run, reported by curator."""
+    recorded = json.loads((PROJECT / "bench/harness/route_triton/after_issue8/route_triton_1.json").read_text())
+    reports = [payload_of(e) for e in await stack.events("MetricsReported") if payload_of(e).route == "triton"]
+    assert len(reports) == 1
+    seeded = reports[0]
+    assert (seeded.by_maintainer, seeded.reporter, seeded.score) == (True, "curator", recorded["score"])
+    assert (seeded.runner, seeded.measured_at, seeded.rules_commit) == (
+        "NVIDIA H200",
+        "2026-12-02T18:29:00Z",
+        recorded["rules_commit"],
+    )
+    assert len(seeded.subtasks.list_value.values) == 12

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from contracts.rules import Rules, parse
+
 ROOT = Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location("slurm_render", ROOT / "deploy/local/slurm/render.py")
 render = importlib.util.module_from_spec(spec)
@@ -26,8 +28,12 @@ VALUES = {
 }
 
 
-def rules() -> dict:
+def rules_dict() -> dict:
     return json.loads((ROOT / "scienceslack.json").read_text())
+
+
+def rules(document: dict | None = None) -> Rules:
+    return parse(document or rules_dict())
 
 
 def test_partition_main_carries_the_rules_limits():
@@ -43,14 +49,14 @@ def test_partition_main_carries_the_rules_limits():
 
 
 def test_a_changed_limit_changes_the_config():
-    changed = rules()
-    changed["limits"]["partitions"]["main"]["max_time_s"] = 90
-    slurm_conf, _ = render.render(changed, VALUES)
-    assert "MaxTime=1:30" in slurm_conf
+    changed = rules_dict()
+    changed["limits"]["partitions"]["main"].update(max_time_s=90, default_time_s=60)
+    slurm_conf, _ = render.render(rules(changed), VALUES)
+    assert "MaxTime=1:30" in slurm_conf and "DefaultTime=1 " in slurm_conf
 
 
 def test_gpu_partitions_are_refused_on_the_local_cluster():
-    changed = rules()
+    changed = rules_dict()
     changed["limits"]["partitions"]["main"]["gpus"] = 1
     with pytest.raises(ValueError, match="gpus must be 0"):
-        render.render(changed, VALUES)
+        render.render(rules(changed), VALUES)

@@ -11,7 +11,10 @@ import urllib.request
 
 import grpc
 import pytest
-from kernelboard.v1 import scheduler_pb2
+from kernelboard.v1 import ingest_pb2, scheduler_pb2
+
+from services.common import auth
+from tests.scheduler.conftest import git
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(420)]
 
@@ -218,3 +221,32 @@ async def test_a_one_minute_limit_ends_as_timeout(stack, timeout_job):
     assert job.state == "TIMEOUT" and 55 <= job.elapsed_s <= 130, (job.state, job.elapsed_s, time.monotonic() - started)
     types = payload_types(await stack.job_events(timeout_job))
     assert types.count("job_finished") == 1
+
+
+async def test_a_person_whose_join_is_accepted_is_no_longer_held_until_they_leave(stack, slurm_conf):
+    """The scheduler (its own process, its own token cache) sees the role an accepted join gives at the next call."""
+    async with stack.log.pool.acquire() as conn:
+        await auth.register_principal(conn, "hana", auth.PERSON, "hana", auth.SIGNED_IN, log=stack.log, actor="test")
+        stack.tokens["hana"] = await auth.issue_token(conn, "hana")
+    await stack.ingest.StartRoute(ingest_pb2.StartRouteRequest(route="hana-route"), metadata=stack.md("hana"))
+    clone = stack.home / "clones" / "hana-route"
+    git("clone", "-q", str(stack.home / "repo.git"), str(clone))
+    git("checkout", "-q", "-b", "routes/hana-route", "origin/routes/hana-route", cwd=clone)
+    stack.clones["hana-route"] = clone
+    sha = await stack.push_script("hana", "hana-route", "quick.sbatch", "#!/bin/bash\necho ran > ran.txt\n")
+
+    before = await stack.submit("hana", "hana-route", sha, "quick.sbatch")
+    assert before.held
+    await stack.ingest.RequestJoin(ingest_pb2.RequestJoinRequest(note="let me in"), metadata=stack.md("hana"))
+    still = await stack.submit("hana", "hana-route", sha, "quick.sbatch")
+    assert still.held, "asking is not joining"
+    await stack.ingest.DecideJoin(ingest_pb2.DecideJoinRequest(name="hana", accept=True), metadata=stack.md("curator"))
+    member = await stack.submit("hana", "hana-route", sha, "quick.sbatch")
+    assert not member.held
+    assert (await stack.wait_job(member.job_id, finished_with_result, 60, "a member's job runs")).state == "COMPLETED"
+
+    await stack.ingest.LeaveProject(ingest_pb2.LeaveProjectRequest(), metadata=stack.md("hana"))
+    after = await stack.submit("hana", "hana-route", sha, "quick.sbatch")
+    assert after.held
+    for job in (before, still, after):
+        await stack.scheduler.CancelJob(scheduler_pb2.CancelJobRequest(job_id=job.job_id), metadata=stack.md("curator"))

@@ -129,7 +129,7 @@ async def test_pushed_routes_are_verified_and_watched_over_grpc(log, repo, servi
             grpc.StatusCode.NOT_FOUND,
             "no check",
         ),
-        ("ListChecks", verifier_pb2.ListChecksRequest(sha="abc"), grpc.StatusCode.INVALID_ARGUMENT, "40-character"),
+        ("ListChecks", verifier_pb2.ListChecksRequest(sha="abc"), grpc.StatusCode.INVALID_ARGUMENT, "40 lowercase"),
         ("ListChecks", verifier_pb2.ListChecksRequest(limit=5000), grpc.StatusCode.INVALID_ARGUMENT, "limit"),
     ],
 )

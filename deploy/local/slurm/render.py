@@ -1,6 +1,7 @@
 """Render slurm.conf and slurmdbd.conf for the local single-node cluster from scienceslack.json's `limits`.
 
-Standard library only: up.sh runs it with the system python before any virtualenv exists.
+Standard library only: up.sh runs it with the system python before any virtualenv exists. It reads the rules through
+contracts.rules (stdlib only too), the project's one reader of scienceslack.json.
 
 The rules name partition limits the cluster enforces at submission (EnforcePartLimits=ALL): time (MaxTime), memory
 (MaxMemPerNode) and CPUs (MaxCPUsPerNode). GPUs: a partition with `gpus: 0` gets no GRES at all, so sbatch refuses
@@ -10,7 +11,6 @@ because no node can hold it. The scheduler checks the rules' limits itself befor
 """
 
 import argparse
-import json
 import math
 import os
 import sys
@@ -18,6 +18,9 @@ from pathlib import Path
 from string import Template
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[2]))  # the project root, for contracts/ (run as a script, before any venv)
+
+from contracts import rules as rules_file  # noqa: E402
 
 
 def slurm_minutes(seconds: int) -> str:
@@ -27,19 +30,18 @@ def slurm_minutes(seconds: int) -> str:
     return f"{seconds // 60}:{seconds % 60:02d}"
 
 
-def partition_lines(partitions: dict, node_name: str, node_cpus: int, node_mem_mb: int) -> list[str]:
+def partition_lines(partitions, node_name: str, node_cpus: int, node_mem_mb: int) -> list[str]:
     lines = []
     for index, (name, limits) in enumerate(sorted(partitions.items())):
-        cpus = int(limits["cpus"])
-        mem_mb = int(limits["mem_mb"])
+        cpus, mem_mb = limits.cpus, limits.mem_mb
         # A job without --mem gets DefMemPerCPU per CPU; without it a job takes the whole node and jobs run one by one.
         def_mem_per_cpu = max(1, min(mem_mb // max(cpus, 1), node_mem_mb // max(node_cpus, 1)))
         fields = [
             f"PartitionName={name}",
             f"Nodes={node_name}",
             f"Default={'YES' if index == 0 else 'NO'}",
-            f"MaxTime={slurm_minutes(int(limits['max_time_s']))}",
-            f"DefaultTime={slurm_minutes(int(limits['default_time_s']))}",
+            f"MaxTime={slurm_minutes(limits.max_time_s)}",
+            f"DefaultTime={slurm_minutes(limits.default_time_s)}",
             f"MaxCPUsPerNode={cpus}",
             f"MaxMemPerNode={mem_mb}",
             f"DefMemPerCPU={def_mem_per_cpu}",
@@ -49,11 +51,9 @@ def partition_lines(partitions: dict, node_name: str, node_cpus: int, node_mem_m
     return lines
 
 
-def render(rules: dict, values: dict) -> tuple[str, str]:
-    partitions = rules["limits"]["partitions"]
-    if not partitions:
-        raise ValueError("limits.partitions: at least one partition is needed")
-    if any(int(limits.get("gpus", 0)) > 0 for limits in partitions.values()):
+def render(rules: rules_file.Rules, values: dict) -> tuple[str, str]:
+    partitions = rules.partitions  # at least one: the rules' schema says so
+    if any(limits.gpus > 0 for limits in partitions.values()):
         raise ValueError("limits.partitions: GPUs are not available on the local cluster (gpus must be 0)")
     values = dict(values)
     values["partitions"] = "\n".join(
@@ -85,7 +85,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     try:
-        rules = json.loads(Path(args.rules).read_text())
+        rules = rules_file.load_file(args.rules)
         slurm_conf, slurmdbd_conf = render(
             rules,
             {

@@ -26,7 +26,13 @@ if _version_not_supported:
 
 
 class BoardStub:
-    """Missing associated documentation comment in .proto file."""
+    """Every method may also end UNAUTHENTICATED (no or a bad token; methods open to all excepted), UNAVAILABLE (the
+    event log cannot be reached: retry), DEADLINE_EXCEEDED or CANCELLED (the caller's), RESOURCE_EXHAUSTED for a
+    message over the server's receive limit (gRPC's 4 MiB; ingest's is KB_MAX_BUNDLE_BYTES plus 1 MiB), and
+    INVALID_ARGUMENT for a request that is not this method's message. Bad input never ends UNKNOWN or INTERNAL; a refusal's message quotes at
+    most a short prefix of what was sent. Identifiers follow contracts/names.py (matched in full, bounded, no control
+    characters).
+    """
 
     def __init__(self, channel):
         """Constructor.
@@ -77,22 +83,33 @@ class BoardStub:
 
 
 class BoardServicer:
-    """Missing associated documentation comment in .proto file."""
+    """Every method may also end UNAUTHENTICATED (no or a bad token; methods open to all excepted), UNAVAILABLE (the
+    event log cannot be reached: retry), DEADLINE_EXCEEDED or CANCELLED (the caller's), RESOURCE_EXHAUSTED for a
+    message over the server's receive limit (gRPC's 4 MiB; ingest's is KB_MAX_BUNDLE_BYTES plus 1 MiB), and
+    INVALID_ARGUMENT for a request that is not this method's message. Bad input never ends UNKNOWN or INTERNAL; a refusal's message quotes at
+    most a short prefix of what was sent. Identifiers follow contracts/names.py (matched in full, bounded, no control
+    characters).
+    """
 
     def GetBoard(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """One board.
+        Statuses: INVALID_ARGUMENT (a negative version), NOT_FOUND
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ListBoards(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Every board.
+        Statuses: OK
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def GetRoute(self, request, context):
         """A route's checks and reports over time, on every board it appears on.
+        Statuses: INVALID_ARGUMENT (not a route name), NOT_FOUND
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -100,6 +117,7 @@ class BoardServicer:
 
     def GetBenchmark(self, request, context):
         """"How results are judged": the card of one board.
+        Statuses: INVALID_ARGUMENT, NOT_FOUND
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -107,6 +125,7 @@ class BoardServicer:
 
     def WatchBoard(self, request, context):
         """The board now, then again each time it changes (its log_position alone changing is not a change).
+        Statuses: INVALID_ARGUMENT, NOT_FOUND
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -114,6 +133,7 @@ class BoardServicer:
 
     def Rebuild(self, request, context):
         """Maintainers: replay the log from position 0 into a fresh projection and swap it in.
+        Statuses: PERMISSION_DENIED, FAILED_PRECONDITION (a rebuild is running)
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -121,6 +141,8 @@ class BoardServicer:
 
     def AdoptRoute(self, request, context):
         """Maintainers: mark a route adopted on a board, or withdraw the mark (appends RouteAdopted).
+        Statuses: INVALID_ARGUMENT (a bad route name or note), PERMISSION_DENIED, NOT_FOUND (no such board, the route
+        not on it)
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -128,6 +150,7 @@ class BoardServicer:
 
     def SetBenchmarkStatus(self, request, context):
         """Maintainers: set a board's status: active, saturated, superseded or flawed (appends BenchmarkStatusChanged).
+        Statuses: INVALID_ARGUMENT (a bad status, a missing or bad reason), PERMISSION_DENIED, NOT_FOUND
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -185,7 +208,13 @@ def add_BoardServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class Board:
-    """Missing associated documentation comment in .proto file."""
+    """Every method may also end UNAUTHENTICATED (no or a bad token; methods open to all excepted), UNAVAILABLE (the
+    event log cannot be reached: retry), DEADLINE_EXCEEDED or CANCELLED (the caller's), RESOURCE_EXHAUSTED for a
+    message over the server's receive limit (gRPC's 4 MiB; ingest's is KB_MAX_BUNDLE_BYTES plus 1 MiB), and
+    INVALID_ARGUMENT for a request that is not this method's message. Bad input never ends UNKNOWN or INTERNAL; a refusal's message quotes at
+    most a short prefix of what was sent. Identifiers follow contracts/names.py (matched in full, bounded, no control
+    characters).
+    """
 
     @staticmethod
     def GetBoard(request,

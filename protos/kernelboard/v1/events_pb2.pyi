@@ -60,7 +60,7 @@ REVIEW_VERDICT_REQUEST_CHANGES: ReviewVerdict
 REVIEW_VERDICT_COMMENT: ReviewVerdict
 
 class Event(_message.Message):
-    __slots__ = ("event_id", "stream", "stream_version", "global_position", "type", "occurred_at", "actor", "verifier_version", "principal_registered", "route_started", "commit_ingested", "metrics_reported", "rules_approved", "job_submitted", "job_held", "job_released", "job_state_changed", "job_finished", "job_result_committed", "check_requested", "check_completed", "benchmark_status_changed", "route_adopted", "pull_request_opened", "pull_request_reviewed", "pull_request_merged", "event_dead_lettered")
+    __slots__ = ("event_id", "stream", "stream_version", "global_position", "type", "occurred_at", "actor", "verifier_version", "principal_registered", "route_started", "commit_ingested", "metrics_reported", "rules_approved", "job_submitted", "job_held", "job_released", "job_state_changed", "job_finished", "job_result_committed", "check_requested", "check_completed", "benchmark_status_changed", "route_adopted", "pull_request_opened", "pull_request_reviewed", "pull_request_merged", "event_dead_lettered", "issue_opened", "issue_closed", "issue_reopened", "comment_added", "join_requested", "join_decided", "role_changed")
     EVENT_ID_FIELD_NUMBER: _ClassVar[int]
     STREAM_FIELD_NUMBER: _ClassVar[int]
     STREAM_VERSION_FIELD_NUMBER: _ClassVar[int]
@@ -88,6 +88,13 @@ class Event(_message.Message):
     PULL_REQUEST_REVIEWED_FIELD_NUMBER: _ClassVar[int]
     PULL_REQUEST_MERGED_FIELD_NUMBER: _ClassVar[int]
     EVENT_DEAD_LETTERED_FIELD_NUMBER: _ClassVar[int]
+    ISSUE_OPENED_FIELD_NUMBER: _ClassVar[int]
+    ISSUE_CLOSED_FIELD_NUMBER: _ClassVar[int]
+    ISSUE_REOPENED_FIELD_NUMBER: _ClassVar[int]
+    COMMENT_ADDED_FIELD_NUMBER: _ClassVar[int]
+    JOIN_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    JOIN_DECIDED_FIELD_NUMBER: _ClassVar[int]
+    ROLE_CHANGED_FIELD_NUMBER: _ClassVar[int]
     event_id: str
     stream: str
     stream_version: int
@@ -115,7 +122,14 @@ class Event(_message.Message):
     pull_request_reviewed: PullRequestReviewed
     pull_request_merged: PullRequestMerged
     event_dead_lettered: EventDeadLettered
-    def __init__(self, event_id: _Optional[str] = ..., stream: _Optional[str] = ..., stream_version: _Optional[int] = ..., global_position: _Optional[int] = ..., type: _Optional[str] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., actor: _Optional[str] = ..., verifier_version: _Optional[int] = ..., principal_registered: _Optional[_Union[PrincipalRegistered, _Mapping]] = ..., route_started: _Optional[_Union[RouteStarted, _Mapping]] = ..., commit_ingested: _Optional[_Union[CommitIngested, _Mapping]] = ..., metrics_reported: _Optional[_Union[MetricsReported, _Mapping]] = ..., rules_approved: _Optional[_Union[RulesApproved, _Mapping]] = ..., job_submitted: _Optional[_Union[JobSubmitted, _Mapping]] = ..., job_held: _Optional[_Union[JobHeld, _Mapping]] = ..., job_released: _Optional[_Union[JobReleased, _Mapping]] = ..., job_state_changed: _Optional[_Union[JobStateChanged, _Mapping]] = ..., job_finished: _Optional[_Union[JobFinished, _Mapping]] = ..., job_result_committed: _Optional[_Union[JobResultCommitted, _Mapping]] = ..., check_requested: _Optional[_Union[CheckRequested, _Mapping]] = ..., check_completed: _Optional[_Union[CheckCompleted, _Mapping]] = ..., benchmark_status_changed: _Optional[_Union[BenchmarkStatusChanged, _Mapping]] = ..., route_adopted: _Optional[_Union[RouteAdopted, _Mapping]] = ..., pull_request_opened: _Optional[_Union[PullRequestOpened, _Mapping]] = ..., pull_request_reviewed: _Optional[_Union[PullRequestReviewed, _Mapping]] = ..., pull_request_merged: _Optional[_Union[PullRequestMerged, _Mapping]] = ..., event_dead_lettered: _Optional[_Union[EventDeadLettered, _Mapping]] = ...) -> None: ...
+    issue_opened: IssueOpened
+    issue_closed: IssueClosed
+    issue_reopened: IssueReopened
+    comment_added: CommentAdded
+    join_requested: JoinRequested
+    join_decided: JoinDecided
+    role_changed: RoleChanged
+    def __init__(self, event_id: _Optional[str] = ..., stream: _Optional[str] = ..., stream_version: _Optional[int] = ..., global_position: _Optional[int] = ..., type: _Optional[str] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., actor: _Optional[str] = ..., verifier_version: _Optional[int] = ..., principal_registered: _Optional[_Union[PrincipalRegistered, _Mapping]] = ..., route_started: _Optional[_Union[RouteStarted, _Mapping]] = ..., commit_ingested: _Optional[_Union[CommitIngested, _Mapping]] = ..., metrics_reported: _Optional[_Union[MetricsReported, _Mapping]] = ..., rules_approved: _Optional[_Union[RulesApproved, _Mapping]] = ..., job_submitted: _Optional[_Union[JobSubmitted, _Mapping]] = ..., job_held: _Optional[_Union[JobHeld, _Mapping]] = ..., job_released: _Optional[_Union[JobReleased, _Mapping]] = ..., job_state_changed: _Optional[_Union[JobStateChanged, _Mapping]] = ..., job_finished: _Optional[_Union[JobFinished, _Mapping]] = ..., job_result_committed: _Optional[_Union[JobResultCommitted, _Mapping]] = ..., check_requested: _Optional[_Union[CheckRequested, _Mapping]] = ..., check_completed: _Optional[_Union[CheckCompleted, _Mapping]] = ..., benchmark_status_changed: _Optional[_Union[BenchmarkStatusChanged, _Mapping]] = ..., route_adopted: _Optional[_Union[RouteAdopted, _Mapping]] = ..., pull_request_opened: _Optional[_Union[PullRequestOpened, _Mapping]] = ..., pull_request_reviewed: _Optional[_Union[PullRequestReviewed, _Mapping]] = ..., pull_request_merged: _Optional[_Union[PullRequestMerged, _Mapping]] = ..., event_dead_lettered: _Optional[_Union[EventDeadLettered, _Mapping]] = ..., issue_opened: _Optional[_Union[IssueOpened, _Mapping]] = ..., issue_closed: _Optional[_Union[IssueClosed, _Mapping]] = ..., issue_reopened: _Optional[_Union[IssueReopened, _Mapping]] = ..., comment_added: _Optional[_Union[CommentAdded, _Mapping]] = ..., join_requested: _Optional[_Union[JoinRequested, _Mapping]] = ..., join_decided: _Optional[_Union[JoinDecided, _Mapping]] = ..., role_changed: _Optional[_Union[RoleChanged, _Mapping]] = ...) -> None: ...
 
 class PrincipalRegistered(_message.Message):
     __slots__ = ("name", "kind", "owner", "role")
@@ -164,7 +178,7 @@ class CommitIngested(_message.Message):
     def __init__(self, ref: _Optional[str] = ..., sha: _Optional[str] = ..., parent: _Optional[str] = ..., kind: _Optional[_Union[CommitKind, str]] = ..., route: _Optional[str] = ..., job_id: _Optional[str] = ..., pull_number: _Optional[int] = ..., changed_paths: _Optional[_Iterable[str]] = ..., owner: _Optional[str] = ...) -> None: ...
 
 class MetricsReported(_message.Message):
-    __slots__ = ("route", "sha", "score", "cost", "subtasks", "by_maintainer", "reporter", "benchmark_version")
+    __slots__ = ("route", "sha", "score", "cost", "subtasks", "by_maintainer", "reporter", "benchmark_version", "runner", "measured_at", "rules_commit")
     ROUTE_FIELD_NUMBER: _ClassVar[int]
     SHA_FIELD_NUMBER: _ClassVar[int]
     SCORE_FIELD_NUMBER: _ClassVar[int]
@@ -173,6 +187,9 @@ class MetricsReported(_message.Message):
     BY_MAINTAINER_FIELD_NUMBER: _ClassVar[int]
     REPORTER_FIELD_NUMBER: _ClassVar[int]
     BENCHMARK_VERSION_FIELD_NUMBER: _ClassVar[int]
+    RUNNER_FIELD_NUMBER: _ClassVar[int]
+    MEASURED_AT_FIELD_NUMBER: _ClassVar[int]
+    RULES_COMMIT_FIELD_NUMBER: _ClassVar[int]
     route: str
     sha: str
     score: float
@@ -181,7 +198,10 @@ class MetricsReported(_message.Message):
     by_maintainer: bool
     reporter: str
     benchmark_version: int
-    def __init__(self, route: _Optional[str] = ..., sha: _Optional[str] = ..., score: _Optional[float] = ..., cost: _Optional[float] = ..., subtasks: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., by_maintainer: _Optional[bool] = ..., reporter: _Optional[str] = ..., benchmark_version: _Optional[int] = ...) -> None: ...
+    runner: str
+    measured_at: str
+    rules_commit: str
+    def __init__(self, route: _Optional[str] = ..., sha: _Optional[str] = ..., score: _Optional[float] = ..., cost: _Optional[float] = ..., subtasks: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., by_maintainer: _Optional[bool] = ..., reporter: _Optional[str] = ..., benchmark_version: _Optional[int] = ..., runner: _Optional[str] = ..., measured_at: _Optional[str] = ..., rules_commit: _Optional[str] = ...) -> None: ...
 
 class RulesApproved(_message.Message):
     __slots__ = ("rules_commit", "previous_commit", "benchmark_version", "rules_json")
@@ -464,3 +484,83 @@ class EventDeadLettered(_message.Message):
     error: str
     attempts: int
     def __init__(self, consumer: _Optional[str] = ..., event_id: _Optional[str] = ..., global_position: _Optional[int] = ..., error: _Optional[str] = ..., attempts: _Optional[int] = ...) -> None: ...
+
+class IssueOpened(_message.Message):
+    __slots__ = ("number", "title", "body", "author", "author_owner")
+    NUMBER_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    AUTHOR_FIELD_NUMBER: _ClassVar[int]
+    AUTHOR_OWNER_FIELD_NUMBER: _ClassVar[int]
+    number: int
+    title: str
+    body: str
+    author: str
+    author_owner: str
+    def __init__(self, number: _Optional[int] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., author: _Optional[str] = ..., author_owner: _Optional[str] = ...) -> None: ...
+
+class IssueClosed(_message.Message):
+    __slots__ = ("number", "closed_by")
+    NUMBER_FIELD_NUMBER: _ClassVar[int]
+    CLOSED_BY_FIELD_NUMBER: _ClassVar[int]
+    number: int
+    closed_by: str
+    def __init__(self, number: _Optional[int] = ..., closed_by: _Optional[str] = ...) -> None: ...
+
+class IssueReopened(_message.Message):
+    __slots__ = ("number", "reopened_by")
+    NUMBER_FIELD_NUMBER: _ClassVar[int]
+    REOPENED_BY_FIELD_NUMBER: _ClassVar[int]
+    number: int
+    reopened_by: str
+    def __init__(self, number: _Optional[int] = ..., reopened_by: _Optional[str] = ...) -> None: ...
+
+class CommentAdded(_message.Message):
+    __slots__ = ("comment_id", "issue_number", "pull_number", "body", "author")
+    COMMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    ISSUE_NUMBER_FIELD_NUMBER: _ClassVar[int]
+    PULL_NUMBER_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    AUTHOR_FIELD_NUMBER: _ClassVar[int]
+    comment_id: int
+    issue_number: int
+    pull_number: int
+    body: str
+    author: str
+    def __init__(self, comment_id: _Optional[int] = ..., issue_number: _Optional[int] = ..., pull_number: _Optional[int] = ..., body: _Optional[str] = ..., author: _Optional[str] = ...) -> None: ...
+
+class JoinRequested(_message.Message):
+    __slots__ = ("request_id", "name", "note")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    name: str
+    note: str
+    def __init__(self, request_id: _Optional[int] = ..., name: _Optional[str] = ..., note: _Optional[str] = ...) -> None: ...
+
+class JoinDecided(_message.Message):
+    __slots__ = ("request_id", "name", "accepted", "decided_by", "note")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ACCEPTED_FIELD_NUMBER: _ClassVar[int]
+    DECIDED_BY_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    name: str
+    accepted: bool
+    decided_by: str
+    note: str
+    def __init__(self, request_id: _Optional[int] = ..., name: _Optional[str] = ..., accepted: _Optional[bool] = ..., decided_by: _Optional[str] = ..., note: _Optional[str] = ...) -> None: ...
+
+class RoleChanged(_message.Message):
+    __slots__ = ("name", "role", "previous_role", "cause")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    PREVIOUS_ROLE_FIELD_NUMBER: _ClassVar[int]
+    CAUSE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    role: Role
+    previous_role: Role
+    cause: str
+    def __init__(self, name: _Optional[str] = ..., role: _Optional[_Union[Role, str]] = ..., previous_role: _Optional[_Union[Role, str]] = ..., cause: _Optional[str] = ...) -> None: ...

@@ -1,3 +1,6 @@
+import datetime
+
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from kernelboard.v1 import events_pb2 as _events_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
@@ -220,3 +223,163 @@ class RevokeTokenReply(_message.Message):
     PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
     principal: str
     def __init__(self, principal: _Optional[str] = ...) -> None: ...
+
+class OpenIssueRequest(_message.Message):
+    __slots__ = ("title", "body")
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    title: str
+    body: str
+    def __init__(self, title: _Optional[str] = ..., body: _Optional[str] = ...) -> None: ...
+
+class Issue(_message.Message):
+    __slots__ = ("number", "title", "body", "author", "state", "closed_by", "comments", "opened_at")
+    NUMBER_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    AUTHOR_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    CLOSED_BY_FIELD_NUMBER: _ClassVar[int]
+    COMMENTS_FIELD_NUMBER: _ClassVar[int]
+    OPENED_AT_FIELD_NUMBER: _ClassVar[int]
+    number: int
+    title: str
+    body: str
+    author: str
+    state: str
+    closed_by: str
+    comments: int
+    opened_at: _timestamp_pb2.Timestamp
+    def __init__(self, number: _Optional[int] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., author: _Optional[str] = ..., state: _Optional[str] = ..., closed_by: _Optional[str] = ..., comments: _Optional[int] = ..., opened_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class GetIssueRequest(_message.Message):
+    __slots__ = ("number",)
+    NUMBER_FIELD_NUMBER: _ClassVar[int]
+    number: int
+    def __init__(self, number: _Optional[int] = ...) -> None: ...
+
+class ListIssuesRequest(_message.Message):
+    __slots__ = ("state", "page_size", "page_token")
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    state: str
+    page_size: int
+    page_token: str
+    def __init__(self, state: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListIssuesReply(_message.Message):
+    __slots__ = ("issues", "next_page_token")
+    ISSUES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    issues: _containers.RepeatedCompositeFieldContainer[Issue]
+    next_page_token: str
+    def __init__(self, issues: _Optional[_Iterable[_Union[Issue, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class SetIssueStateRequest(_message.Message):
+    __slots__ = ("number",)
+    NUMBER_FIELD_NUMBER: _ClassVar[int]
+    number: int
+    def __init__(self, number: _Optional[int] = ...) -> None: ...
+
+class AddCommentRequest(_message.Message):
+    __slots__ = ("issue_number", "pull_number", "body")
+    ISSUE_NUMBER_FIELD_NUMBER: _ClassVar[int]
+    PULL_NUMBER_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    issue_number: int
+    pull_number: int
+    body: str
+    def __init__(self, issue_number: _Optional[int] = ..., pull_number: _Optional[int] = ..., body: _Optional[str] = ...) -> None: ...
+
+class Comment(_message.Message):
+    __slots__ = ("id", "issue_number", "pull_number", "body", "author", "created_at")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    ISSUE_NUMBER_FIELD_NUMBER: _ClassVar[int]
+    PULL_NUMBER_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    AUTHOR_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    issue_number: int
+    pull_number: int
+    body: str
+    author: str
+    created_at: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[int] = ..., issue_number: _Optional[int] = ..., pull_number: _Optional[int] = ..., body: _Optional[str] = ..., author: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ListCommentsRequest(_message.Message):
+    __slots__ = ("issue_number", "pull_number", "page_size", "page_token")
+    ISSUE_NUMBER_FIELD_NUMBER: _ClassVar[int]
+    PULL_NUMBER_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    issue_number: int
+    pull_number: int
+    page_size: int
+    page_token: str
+    def __init__(self, issue_number: _Optional[int] = ..., pull_number: _Optional[int] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListCommentsReply(_message.Message):
+    __slots__ = ("comments", "next_page_token")
+    COMMENTS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    comments: _containers.RepeatedCompositeFieldContainer[Comment]
+    next_page_token: str
+    def __init__(self, comments: _Optional[_Iterable[_Union[Comment, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class RequestJoinRequest(_message.Message):
+    __slots__ = ("note",)
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    note: str
+    def __init__(self, note: _Optional[str] = ...) -> None: ...
+
+class JoinRequest(_message.Message):
+    __slots__ = ("id", "name", "note", "state", "decided_by", "decision_note", "requested_at")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    DECIDED_BY_FIELD_NUMBER: _ClassVar[int]
+    DECISION_NOTE_FIELD_NUMBER: _ClassVar[int]
+    REQUESTED_AT_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    name: str
+    note: str
+    state: str
+    decided_by: str
+    decision_note: str
+    requested_at: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[int] = ..., name: _Optional[str] = ..., note: _Optional[str] = ..., state: _Optional[str] = ..., decided_by: _Optional[str] = ..., decision_note: _Optional[str] = ..., requested_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ListJoinRequestsRequest(_message.Message):
+    __slots__ = ("state", "page_size", "page_token")
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    state: str
+    page_size: int
+    page_token: str
+    def __init__(self, state: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListJoinRequestsReply(_message.Message):
+    __slots__ = ("requests", "next_page_token")
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    requests: _containers.RepeatedCompositeFieldContainer[JoinRequest]
+    next_page_token: str
+    def __init__(self, requests: _Optional[_Iterable[_Union[JoinRequest, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class DecideJoinRequest(_message.Message):
+    __slots__ = ("name", "accept", "note")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ACCEPT_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    accept: bool
+    note: str
+    def __init__(self, name: _Optional[str] = ..., accept: _Optional[bool] = ..., note: _Optional[str] = ...) -> None: ...
+
+class LeaveProjectRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

@@ -26,7 +26,13 @@ if _version_not_supported:
 
 
 class IngestStub:
-    """Missing associated documentation comment in .proto file."""
+    """Every method may also end UNAUTHENTICATED (no or a bad token; methods open to all excepted), UNAVAILABLE (the
+    event log cannot be reached: retry), DEADLINE_EXCEEDED or CANCELLED (the caller's), RESOURCE_EXHAUSTED for a
+    message over the server's receive limit (gRPC's 4 MiB; ingest's is KB_MAX_BUNDLE_BYTES plus 1 MiB), and
+    INVALID_ARGUMENT for a request that is not this method's message. Bad input never ends UNKNOWN or INTERNAL; a refusal's message quotes at
+    most a short prefix of what was sent. Identifiers follow contracts/names.py (matched in full, bounded, no control
+    characters).
+    """
 
     def __init__(self, channel):
         """Constructor.
@@ -104,92 +110,278 @@ class IngestStub:
                 request_serializer=kernelboard_dot_v1_dot_ingest__pb2.RevokeTokenRequest.SerializeToString,
                 response_deserializer=kernelboard_dot_v1_dot_ingest__pb2.RevokeTokenReply.FromString,
                 _registered_method=True)
+        self.OpenIssue = channel.unary_unary(
+                '/kernelboard.v1.Ingest/OpenIssue',
+                request_serializer=kernelboard_dot_v1_dot_ingest__pb2.OpenIssueRequest.SerializeToString,
+                response_deserializer=kernelboard_dot_v1_dot_ingest__pb2.Issue.FromString,
+                _registered_method=True)
+        self.GetIssue = channel.unary_unary(
+                '/kernelboard.v1.Ingest/GetIssue',
+                request_serializer=kernelboard_dot_v1_dot_ingest__pb2.GetIssueRequest.SerializeToString,
+                response_deserializer=kernelboard_dot_v1_dot_ingest__pb2.Issue.FromString,
+                _registered_method=True)
+        self.ListIssues = channel.unary_unary(
+                '/kernelboard.v1.Ingest/ListIssues',
+                request_serializer=kernelboard_dot_v1_dot_ingest__pb2.ListIssuesRequest.SerializeToString,
+                response_deserializer=kernelboard_dot_v1_dot_ingest__pb2.ListIssuesReply.FromString,
+                _registered_method=True)
+        self.CloseIssue = channel.unary_unary(
+                '/kernelboard.v1.Ingest/CloseIssue',
+                request_serializer=kernelboard_dot_v1_dot_ingest__pb2.SetIssueStateRequest.SerializeToString,
+                response_deserializer=kernelboard_dot_v1_dot_ingest__pb2.Issue.FromString,
+                _registered_method=True)
+        self.ReopenIssue = channel.unary_unary(
+                '/kernelboard.v1.Ingest/ReopenIssue',
+                request_serializer=kernelboard_dot_v1_dot_ingest__pb2.SetIssueStateRequest.SerializeToString,
+                response_deserializer=kernelboard_dot_v1_dot_ingest__pb2.Issue.FromString,
+                _registered_method=True)
+        self.AddComment = channel.unary_unary(
+                '/kernelboard.v1.Ingest/AddComment',
+                request_serializer=kernelboard_dot_v1_dot_ingest__pb2.AddCommentRequest.SerializeToString,
+                response_deserializer=kernelboard_dot_v1_dot_ingest__pb2.Comment.FromString,
+                _registered_method=True)
+        self.ListComments = channel.unary_unary(
+                '/kernelboard.v1.Ingest/ListComments',
+                request_serializer=kernelboard_dot_v1_dot_ingest__pb2.ListCommentsRequest.SerializeToString,
+                response_deserializer=kernelboard_dot_v1_dot_ingest__pb2.ListCommentsReply.FromString,
+                _registered_method=True)
+        self.RequestJoin = channel.unary_unary(
+                '/kernelboard.v1.Ingest/RequestJoin',
+                request_serializer=kernelboard_dot_v1_dot_ingest__pb2.RequestJoinRequest.SerializeToString,
+                response_deserializer=kernelboard_dot_v1_dot_ingest__pb2.JoinRequest.FromString,
+                _registered_method=True)
+        self.ListJoinRequests = channel.unary_unary(
+                '/kernelboard.v1.Ingest/ListJoinRequests',
+                request_serializer=kernelboard_dot_v1_dot_ingest__pb2.ListJoinRequestsRequest.SerializeToString,
+                response_deserializer=kernelboard_dot_v1_dot_ingest__pb2.ListJoinRequestsReply.FromString,
+                _registered_method=True)
+        self.DecideJoin = channel.unary_unary(
+                '/kernelboard.v1.Ingest/DecideJoin',
+                request_serializer=kernelboard_dot_v1_dot_ingest__pb2.DecideJoinRequest.SerializeToString,
+                response_deserializer=kernelboard_dot_v1_dot_ingest__pb2.JoinRequest.FromString,
+                _registered_method=True)
+        self.LeaveProject = channel.unary_unary(
+                '/kernelboard.v1.Ingest/LeaveProject',
+                request_serializer=kernelboard_dot_v1_dot_ingest__pb2.LeaveProjectRequest.SerializeToString,
+                response_deserializer=kernelboard_dot_v1_dot_ingest__pb2.Principal.FromString,
+                _registered_method=True)
 
 
 class IngestServicer:
-    """Missing associated documentation comment in .proto file."""
+    """Every method may also end UNAUTHENTICATED (no or a bad token; methods open to all excepted), UNAVAILABLE (the
+    event log cannot be reached: retry), DEADLINE_EXCEEDED or CANCELLED (the caller's), RESOURCE_EXHAUSTED for a
+    message over the server's receive limit (gRPC's 4 MiB; ingest's is KB_MAX_BUNDLE_BYTES plus 1 MiB), and
+    INVALID_ARGUMENT for a request that is not this method's message. Bad input never ends UNKNOWN or INTERNAL; a refusal's message quotes at
+    most a short prefix of what was sent. Identifiers follow contracts/names.py (matched in full, bounded, no control
+    characters).
+    """
 
     def WhoAmI(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Who the caller's token signs in as.
+        Statuses: OK
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def StartRoute(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """A route from main's head, owned by the caller's person.
+        Statuses: INVALID_ARGUMENT (not a route name), ALREADY_EXISTS, FAILED_PRECONDITION (main not seeded yet)
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Push(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """A git bundle for one ref, fast-forward only; nothing is written unless every check passed.
+        Statuses: INVALID_ARGUMENT (a bad ref, a malformed bundle or metrics.json, paths outside the route), NOT_FOUND
+        (no such route), PERMISSION_DENIED, FAILED_PRECONDITION (non-fast-forward, missing prerequisites, the tag checks
+        off main), ABORTED (the ref moved meanwhile), RESOURCE_EXHAUSTED (the bundle over KB_MAX_BUNDLE_BYTES)
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Fetch(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """A bundle of the named refs (default: main, the tag checks and every route).
+        Statuses: INVALID_ARGUMENT (a bad ref, too many refs or commits), NOT_FOUND (no such ref), FAILED_PRECONDITION
+        (nothing hosted yet)
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ListRoutes(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Every route, its owner and head.
+        Statuses: OK
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def GetRoute(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """One route.
+        Statuses: INVALID_ARGUMENT, NOT_FOUND
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def PushStream(self, request_iterator, context):
-        """The same as Push and Fetch in chunks: for bundles above one message and for progress in `kb`.
+        """Push in chunks: for bundles above one message and for progress in `kb`; the first chunk names the ref.
+        Statuses: INVALID_ARGUMENT (a bad ref, a malformed bundle or metrics.json, paths outside the route), NOT_FOUND
+        (no such route), PERMISSION_DENIED, FAILED_PRECONDITION (non-fast-forward, missing prerequisites, the tag checks
+        off main), ABORTED (the ref moved meanwhile), RESOURCE_EXHAUSTED (the bundle over KB_MAX_BUNDLE_BYTES)
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def FetchStream(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Fetch in chunks.
+        Statuses: INVALID_ARGUMENT (a bad ref, too many refs or commits), NOT_FOUND (no such ref), FAILED_PRECONDITION
+        (nothing hosted yet)
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def OpenPullRequest(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """A pull request from a route into main.
+        Statuses: INVALID_ARGUMENT (a bad route name or title), NOT_FOUND, PERMISSION_DENIED, FAILED_PRECONDITION
+        (nothing to merge)
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Review(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """A review of an open pull request, by anyone signed in.
+        Statuses: INVALID_ARGUMENT (a bad number, verdict or body), NOT_FOUND, FAILED_PRECONDITION (not open)
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Merge(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Maintainers: a merge commit of the pull request into main.
+        Statuses: INVALID_ARGUMENT, NOT_FOUND, PERMISSION_DENIED, FAILED_PRECONDITION (not open, a conflict), ABORTED
+        (main moved meanwhile)
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ListPullRequests(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Pull requests, by route and state.
+        Statuses: INVALID_ARGUMENT
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def CreateToken(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """A token for the caller, its agents, or (maintainers) anyone, registering a new principal.
+        Statuses: INVALID_ARGUMENT (a bad name, kind or ttl_seconds), PERMISSION_DENIED
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def RevokeToken(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Revoke a token the caller may revoke. Another's token and one that does not exist get the same NOT_FOUND.
+        Statuses: NOT_FOUND
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def OpenIssue(self, request, context):
+        """An issue of the project, opened by anyone signed in.
+        Statuses: INVALID_ARGUMENT (an empty title, a title or body over its limit or with control characters)
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetIssue(self, request, context):
+        """One issue.
+        Statuses: INVALID_ARGUMENT (a bad number), NOT_FOUND
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListIssues(self, request, context):
+        """Issues, oldest first, a page at a time.
+        Statuses: INVALID_ARGUMENT (a bad state, page_size or page_token)
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CloseIssue(self, request, context):
+        """Close an issue: its author, the person the author acts for (and that person's agents), maintainers.
+        Statuses: INVALID_ARGUMENT (a bad number), NOT_FOUND, PERMISSION_DENIED, FAILED_PRECONDITION (closed already)
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReopenIssue(self, request, context):
+        """Reopen an issue: as CloseIssue.
+        Statuses: INVALID_ARGUMENT (a bad number), NOT_FOUND, PERMISSION_DENIED, FAILED_PRECONDITION (open already)
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AddComment(self, request, context):
+        """A comment on an issue or a pull request, by anyone signed in.
+        Statuses: INVALID_ARGUMENT (no issue or pull request named, a bad number, an empty body, one over its limit or
+        with control characters), NOT_FOUND
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListComments(self, request, context):
+        """An issue's or a pull request's comments, oldest first, a page at a time.
+        Statuses: INVALID_ARGUMENT (no issue or pull request named, a bad number, page_size or page_token), NOT_FOUND
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RequestJoin(self, request, context):
+        """A signed-in person asks to become a project member.
+        Statuses: INVALID_ARGUMENT (a note over its limit or with control characters), PERMISSION_DENIED (an agent or a
+        service), FAILED_PRECONDITION (a member already), ALREADY_EXISTS (a request pending already)
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListJoinRequests(self, request, context):
+        """Maintainers: join requests, oldest first, a page at a time.
+        Statuses: INVALID_ARGUMENT (a bad state, page_size or page_token), PERMISSION_DENIED
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DecideJoin(self, request, context):
+        """Maintainers: accept (the person becomes a member; their agents with them) or decline a pending join request.
+        Statuses: INVALID_ARGUMENT (a bad name or note), PERMISSION_DENIED, NOT_FOUND (no pending request)
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def LeaveProject(self, request, context):
+        """A member leaves the project (back to signed-in); maintainers leave by a rules change.
+        Statuses: PERMISSION_DENIED (an agent or a service), FAILED_PRECONDITION (not a member, a maintainer)
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -267,6 +459,61 @@ def add_IngestServicer_to_server(servicer, server):
                     request_deserializer=kernelboard_dot_v1_dot_ingest__pb2.RevokeTokenRequest.FromString,
                     response_serializer=kernelboard_dot_v1_dot_ingest__pb2.RevokeTokenReply.SerializeToString,
             ),
+            'OpenIssue': grpc.unary_unary_rpc_method_handler(
+                    servicer.OpenIssue,
+                    request_deserializer=kernelboard_dot_v1_dot_ingest__pb2.OpenIssueRequest.FromString,
+                    response_serializer=kernelboard_dot_v1_dot_ingest__pb2.Issue.SerializeToString,
+            ),
+            'GetIssue': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetIssue,
+                    request_deserializer=kernelboard_dot_v1_dot_ingest__pb2.GetIssueRequest.FromString,
+                    response_serializer=kernelboard_dot_v1_dot_ingest__pb2.Issue.SerializeToString,
+            ),
+            'ListIssues': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListIssues,
+                    request_deserializer=kernelboard_dot_v1_dot_ingest__pb2.ListIssuesRequest.FromString,
+                    response_serializer=kernelboard_dot_v1_dot_ingest__pb2.ListIssuesReply.SerializeToString,
+            ),
+            'CloseIssue': grpc.unary_unary_rpc_method_handler(
+                    servicer.CloseIssue,
+                    request_deserializer=kernelboard_dot_v1_dot_ingest__pb2.SetIssueStateRequest.FromString,
+                    response_serializer=kernelboard_dot_v1_dot_ingest__pb2.Issue.SerializeToString,
+            ),
+            'ReopenIssue': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReopenIssue,
+                    request_deserializer=kernelboard_dot_v1_dot_ingest__pb2.SetIssueStateRequest.FromString,
+                    response_serializer=kernelboard_dot_v1_dot_ingest__pb2.Issue.SerializeToString,
+            ),
+            'AddComment': grpc.unary_unary_rpc_method_handler(
+                    servicer.AddComment,
+                    request_deserializer=kernelboard_dot_v1_dot_ingest__pb2.AddCommentRequest.FromString,
+                    response_serializer=kernelboard_dot_v1_dot_ingest__pb2.Comment.SerializeToString,
+            ),
+            'ListComments': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListComments,
+                    request_deserializer=kernelboard_dot_v1_dot_ingest__pb2.ListCommentsRequest.FromString,
+                    response_serializer=kernelboard_dot_v1_dot_ingest__pb2.ListCommentsReply.SerializeToString,
+            ),
+            'RequestJoin': grpc.unary_unary_rpc_method_handler(
+                    servicer.RequestJoin,
+                    request_deserializer=kernelboard_dot_v1_dot_ingest__pb2.RequestJoinRequest.FromString,
+                    response_serializer=kernelboard_dot_v1_dot_ingest__pb2.JoinRequest.SerializeToString,
+            ),
+            'ListJoinRequests': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListJoinRequests,
+                    request_deserializer=kernelboard_dot_v1_dot_ingest__pb2.ListJoinRequestsRequest.FromString,
+                    response_serializer=kernelboard_dot_v1_dot_ingest__pb2.ListJoinRequestsReply.SerializeToString,
+            ),
+            'DecideJoin': grpc.unary_unary_rpc_method_handler(
+                    servicer.DecideJoin,
+                    request_deserializer=kernelboard_dot_v1_dot_ingest__pb2.DecideJoinRequest.FromString,
+                    response_serializer=kernelboard_dot_v1_dot_ingest__pb2.JoinRequest.SerializeToString,
+            ),
+            'LeaveProject': grpc.unary_unary_rpc_method_handler(
+                    servicer.LeaveProject,
+                    request_deserializer=kernelboard_dot_v1_dot_ingest__pb2.LeaveProjectRequest.FromString,
+                    response_serializer=kernelboard_dot_v1_dot_ingest__pb2.Principal.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'kernelboard.v1.Ingest', rpc_method_handlers)
@@ -276,7 +523,13 @@ def add_IngestServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class Ingest:
-    """Missing associated documentation comment in .proto file."""
+    """Every method may also end UNAUTHENTICATED (no or a bad token; methods open to all excepted), UNAVAILABLE (the
+    event log cannot be reached: retry), DEADLINE_EXCEEDED or CANCELLED (the caller's), RESOURCE_EXHAUSTED for a
+    message over the server's receive limit (gRPC's 4 MiB; ingest's is KB_MAX_BUNDLE_BYTES plus 1 MiB), and
+    INVALID_ARGUMENT for a request that is not this method's message. Bad input never ends UNKNOWN or INTERNAL; a refusal's message quotes at
+    most a short prefix of what was sent. Identifiers follow contracts/names.py (matched in full, bounded, no control
+    characters).
+    """
 
     @staticmethod
     def WhoAmI(request,
@@ -646,6 +899,303 @@ class Ingest:
             '/kernelboard.v1.Ingest/RevokeToken',
             kernelboard_dot_v1_dot_ingest__pb2.RevokeTokenRequest.SerializeToString,
             kernelboard_dot_v1_dot_ingest__pb2.RevokeTokenReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def OpenIssue(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kernelboard.v1.Ingest/OpenIssue',
+            kernelboard_dot_v1_dot_ingest__pb2.OpenIssueRequest.SerializeToString,
+            kernelboard_dot_v1_dot_ingest__pb2.Issue.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetIssue(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kernelboard.v1.Ingest/GetIssue',
+            kernelboard_dot_v1_dot_ingest__pb2.GetIssueRequest.SerializeToString,
+            kernelboard_dot_v1_dot_ingest__pb2.Issue.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListIssues(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kernelboard.v1.Ingest/ListIssues',
+            kernelboard_dot_v1_dot_ingest__pb2.ListIssuesRequest.SerializeToString,
+            kernelboard_dot_v1_dot_ingest__pb2.ListIssuesReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CloseIssue(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kernelboard.v1.Ingest/CloseIssue',
+            kernelboard_dot_v1_dot_ingest__pb2.SetIssueStateRequest.SerializeToString,
+            kernelboard_dot_v1_dot_ingest__pb2.Issue.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReopenIssue(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kernelboard.v1.Ingest/ReopenIssue',
+            kernelboard_dot_v1_dot_ingest__pb2.SetIssueStateRequest.SerializeToString,
+            kernelboard_dot_v1_dot_ingest__pb2.Issue.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AddComment(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kernelboard.v1.Ingest/AddComment',
+            kernelboard_dot_v1_dot_ingest__pb2.AddCommentRequest.SerializeToString,
+            kernelboard_dot_v1_dot_ingest__pb2.Comment.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListComments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kernelboard.v1.Ingest/ListComments',
+            kernelboard_dot_v1_dot_ingest__pb2.ListCommentsRequest.SerializeToString,
+            kernelboard_dot_v1_dot_ingest__pb2.ListCommentsReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RequestJoin(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kernelboard.v1.Ingest/RequestJoin',
+            kernelboard_dot_v1_dot_ingest__pb2.RequestJoinRequest.SerializeToString,
+            kernelboard_dot_v1_dot_ingest__pb2.JoinRequest.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListJoinRequests(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kernelboard.v1.Ingest/ListJoinRequests',
+            kernelboard_dot_v1_dot_ingest__pb2.ListJoinRequestsRequest.SerializeToString,
+            kernelboard_dot_v1_dot_ingest__pb2.ListJoinRequestsReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DecideJoin(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kernelboard.v1.Ingest/DecideJoin',
+            kernelboard_dot_v1_dot_ingest__pb2.DecideJoinRequest.SerializeToString,
+            kernelboard_dot_v1_dot_ingest__pb2.JoinRequest.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LeaveProject(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kernelboard.v1.Ingest/LeaveProject',
+            kernelboard_dot_v1_dot_ingest__pb2.LeaveProjectRequest.SerializeToString,
+            kernelboard_dot_v1_dot_ingest__pb2.Principal.FromString,
             options,
             channel_credentials,
             insecure,
