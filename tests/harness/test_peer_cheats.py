@@ -177,9 +177,11 @@ def test_p11_patched_median_underflowing_the_score_gains_nothing(tmp_path):
 
 @pytest.mark.xfail(
     strict=True,
-    reason="judge branch at 14:30: the CPU profile's judge-clock slack (JUDGE_CLOCK_SLACK_MS['cpu'] = 15 ms) is far "
-    "above a smoke-shape call (~0.1 ms), and route code blinds the candidate-side snapshot (Snapshot.changes is a "
-    "class attribute, not watched); the check passes at ~100x. On the GPU the 0.3 ms slack catches it (peer_gpu.sh)",
+    reason="still passes against the judge branch (201069a, 2026-12-03 14:30 UTC), at 29-104x on the CPU profile: "
+    "route code rebinds the candidate side's clocks (time.*, the harness modules' bound copies) and blinds its "
+    "identity "
+    "snapshot (Snapshot.changes is a class attribute the snapshot does not watch); the judge then bounds the reported "
+    "time only by its own clock plus JUDGE_CLOCK_SLACK_MS['cpu'] = 15 ms, 150x a smoke-shape call (~0.1 ms)",
 )
 def test_p18_patched_clocks_with_the_snapshot_blinded_gain_nothing(tmp_path):
     _assert_named_or_neutralised(*_check("p18_blinded_timer_patch", "new_gelu", tmp_path), 6)
@@ -190,9 +192,10 @@ def test_p18_patched_clocks_with_the_snapshot_blinded_gain_nothing(tmp_path):
 
 @pytest.mark.xfail(
     strict=True,
-    reason="judge branch at 14:30: a worker thread started at import is older than every per-call thread count, "
-    "and on the CPU profile its work (~0.05 ms) hides inside the judge clock's 15 ms slack; the output is filled "
-    "before the judge asks for it, so the check passes",
+    reason="still passes against the judge branch (201069a, 2026-12-03 14:30 UTC), 5 of 5 runs: a worker thread "
+    "started at import is older than every per-call thread count; route code makes the candidate side's send_output "
+    "wait for the worker and blinds its snapshot, so no output is read unfilled; the work done after the reported "
+    "time (~0.05 ms) is inside the 15 ms CPU slack of the judge's late-output check",
 )
 def test_p14_work_on_a_thread_started_at_import_is_class_5(tmp_path):
     _assert_named(*_check("p14_worker_thread", "new_gelu", tmp_path), 5, 1, 2, 6)
