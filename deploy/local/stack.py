@@ -385,17 +385,6 @@ def step_packages(ctx: Context) -> str:
     return f"installed {' '.join(packages)} (log {log})"
 
 
-def step_job_user() -> str:
-    """The unprivileged user route code runs as in checks and jobs (services/common/confine.py); idempotent."""
-    from services.common.confine import JOB_USER, ensure_job_user, job_ids
-
-    if os.geteuid() != 0:
-        if job_ids() is None:
-            raise StackError(f"the job user {JOB_USER} is missing and creating it needs root")
-        return f"job user {JOB_USER} exists"
-    return ensure_job_user()
-
-
 POLICY_RC_D = Path("/usr/sbin/policy-rc.d")
 
 
@@ -491,6 +480,16 @@ def slurm_conf_from(output: str, layout: Layout) -> str | None:
             return line.split("=", 1)[1].strip()
     conventional = layout.home / "slurm" / "etc" / "slurm.conf"
     return str(conventional) if conventional.exists() else None
+
+
+def step_job_user(ctx: Context) -> str:
+    """The unprivileged user route code runs as, in checks (services/common/confine.py) and in Slurm jobs:
+    deploy/local/slurm/job-user.sh (idempotent; also checks it can enter a user namespace, which a job's sandbox
+    needs). up.sh runs it too, but a reused cluster skips up.sh."""
+    script = ctx.layout.repo / "deploy" / "local" / "slurm" / "job-user.sh"
+    if not script.exists():
+        return "skipped: deploy/local/slurm/job-user.sh is not in this checkout"
+    return run(["bash", str(script)], "the job user (deploy/local/slurm/job-user.sh)", 60).stdout.strip()
 
 
 def postgres_data_dir(layout: Layout) -> Path:
@@ -849,7 +848,7 @@ def context_from_env() -> Context:
 def prepare(ctx: Context) -> None:
     """What the tests need too: packages, the venv, Slurm, PostgreSQL and NATS answering; .ci/run stops here."""
     step("Debian packages", lambda: step_packages(ctx))
-    step("job user (untrusted code runs as it)", step_job_user)
+    step("job user (checks and Slurm jobs run as it)", lambda: step_job_user(ctx))
     step("Python venv (.venv, requirements.txt)", lambda: step_venv(ctx))
     step("Slurm", lambda: step_slurm(ctx))
     step("PostgreSQL", lambda: step_postgres(ctx))

@@ -17,6 +17,7 @@ Where unshare is unavailable the run goes ahead without namespaces and says so l
 import asyncio
 import contextlib
 import os
+import shlex
 import shutil
 import signal
 import stat
@@ -216,3 +217,80 @@ class Sandbox:
             duration_s=time.monotonic() - started,
             output_tail=_tail(output),
         )
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Slurm jobs: the same confinement, entered by the job itself.
+#
+# Slurm starts a job's batch step as the job user (sbatch --uid), a real unprivileged uid: that is the privilege drop.
+# The batch script the scheduler submits is the launcher below; it never runs the pushed script directly, but through
+# an unprivileged user namespace that maps the job user to itself and keeps its capabilities (ambient, in that
+# namespace only) for sandbox_setup.sh's mounts (unshare --keep-caps); sandbox_setup.sh's setpriv clears the ambient
+# set and sets no_new_privs, so the script, a non-root uid even in its namespace, starts with none. The
+# launcher carries sandbox_setup.sh's text, so that the node needs nothing of this checkout (the job user could not
+# read a checkout under /root, and slurmd in a cluster runs from its own image).
+
+JOB_PATH = "/usr/local/bin:/usr/bin:/bin"
+MAX_JOB_PROCESSES = 4096
+
+
+def job_batch_script(
+    *,
+    box: Path,
+    workdir: str,
+    command: Sequence[str],
+    hidden: Sequence[str],
+    network: bool,
+    cpu_seconds: int,
+    label: str,
+) -> str:
+    """The batch script that runs ``command`` confined, for sbatch --uid=<job user>.
+
+    box is the job's directory on the node (its commit in box/work, the only writable place, seen inside at
+    INNER_ROOT); workdir is where the command starts, relative to box/work; hidden are the host directories covered
+    by empty tmpfs besides /tmp, /run and /dev/shm (KB_HOME, the other jobs, Slurm's spool); network False gives the
+    job a network namespace of its own with a loopback that is down."""
+    inner_work = f"{INNER_ROOT}/work"
+    inner_dir = f"{inner_work}/{workdir}".rstrip("/") if workdir not in {"", "."} else inner_work
+    unshare = ["unshare", "--user", '--map-user="$(id -u)"', '--map-group="$(id -g)"', "--keep-caps"]
+    unshare += ([] if network else ["--net"]) + ["--mount", "--pid", "--fork", "--kill-child", "--mount-proc"]
+    q = shlex.quote
+    launch = [
+        "env -i",
+        '"${job_env[@]}"',
+        "setpriv --pdeathsig KILL --",
+        "prlimit --core=0",
+        f"--fsize={MAX_FILE_BYTES} --nofile={MAX_OPEN_FILES} --nproc={MAX_JOB_PROCESSES} --cpu={cpu_seconds} --",
+        *unshare,
+        'bash -c "$setup" kb-sandbox-setup',
+        q(str(box)),
+        q(INNER_ROOT),
+        *(q(path) for path in hidden),
+        "--",
+        '/bin/sh -c \'cd "$1" && shift && exec "$@"\' kb-job',
+        q(inner_dir),
+        *(q(part) for part in command),
+    ]
+    setup = SETUP_SCRIPT.read_text()
+    return f"""#!/bin/bash
+# kernelboard job {label}: written by the scheduler (services/common/sandbox.py job_batch_script). Runs as the job
+# user and confines the pushed script: read-only host, only its directory writable, KB_HOME and sockets hidden,
+# {"the network of the node" if network else "no network"}, its own PID namespace, no capabilities, rlimits.
+set -euo pipefail
+if [[ "$(id -u)" == 0 ]]; then
+  echo "kernelboard: refusing to run a job as root; Slurm must start it as the job user" >&2
+  exit 126
+fi
+setup=$(cat <<'KB_SANDBOX_SETUP'
+{setup}
+KB_SANDBOX_SETUP
+)
+job_env=(PATH={JOB_PATH} HOME=/tmp TMPDIR=/tmp LANG=C.UTF-8 KB_JOB_DIR={q(inner_work)} SLURM_SUBMIT_DIR={q(inner_dir)})
+while IFS= read -r -d '' var; do
+  case "$var" in
+  SLURM_CONF=* | SLURM_SUBMIT_DIR=*) ;;
+  SLURM_*) job_env+=("$var") ;;
+  esac
+done < <(env -0)
+exec {" ".join(launch)}
+"""

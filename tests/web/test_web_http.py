@@ -15,6 +15,8 @@ from services.web.source import BoardSource
 
 from .web_events import HOSTILE_ROUTE, subtasks
 
+ROUTE_RULE = "2-40 characters of a-z, 0-9 and &#39;-&#39;, starting with a letter or digit"
+
 
 async def get(stack, path: str) -> tuple[int, str, dict]:
     async with aiohttp.ClientSession() as session, session.get(stack.web_url + path) as reply:
@@ -31,8 +33,8 @@ def error_text(body: str) -> str:
         ("/board/9", 404, "no board for benchmark version 9 (boards: 1, 2)"),
         ("/board/9.json", 404, "no board for benchmark version 9 (boards: 1, 2)"),
         ("/route/nosuch", 404, "no route &#39;nosuch&#39; in the log"),
-        ("/route/" + "x" * 201, 400, "a route name is at most 200 characters"),
-        ("/route/%3Cb%3E", 404, "no route &#39;&lt;b&gt;&#39; in the log"),
+        ("/route/" + "x" * 201, 400, "route &#39;" + "x" * 64 + "&#39;… (201 characters): " + ROUTE_RULE),
+        ("/route/%3Cb%3E", 400, "route &#39;&lt;b&gt;&#39;: " + ROUTE_RULE),
         ("/nothing/here", 404, "Not Found"),
         ("/board/-1", 404, "Not Found"),
     ],
