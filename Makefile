@@ -69,6 +69,7 @@ bench:
 	cpu bench/ingest/push_bench.py $(PYTHON) bench/ingest/push_bench.py; \
 	cpu bench/scheduler/slurm_latency.py $(PYTHON) bench/scheduler/slurm_latency.py; \
 	cpu bench/board/bench_fold.py $(PYTHON) bench/board/bench_fold.py; \
+	cpu bench/web/bench_board_page.py $(PYTHON) bench/web/bench_board_page.py; \
 	cpu bench/verifier/smoke_check.py $(PYTHON) -m bench.verifier.smoke_check kernels/triton; \
 	gpu bench/kernels/run.py kernels/RESULTS.md; \
 	gpu bench/harness/gpu_run.sh "bench/harness/results_*/summary.md"; \

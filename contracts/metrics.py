@@ -32,6 +32,10 @@ MAX_SUBTASKS = 64
 MAX_REASONS = 50
 MAX_TEXT = 500
 MAX_REPORT_TEXT = 100
+# A subtask's id is a problem id; its violations together stay within a byte budget, so that 64 subtasks of the
+# worst case still fit CheckCompleted.subtasks' limit at append (contracts/limits.py) instead of being refused there.
+MAX_SUBTASK_ID = 64
+SUBTASK_VIOLATIONS_BYTES = 6 * 1024
 REPORT_FIELDS = ("runner", "measured_at", "rules_commit")
 SUBTASK_NUMBERS = ("speedup", "reference_ms", "candidate_ms", "max_abs_error", "error_ratio", "floor_fraction")
 
@@ -121,6 +125,18 @@ def _flag(document: dict, name: str, default):
     return value
 
 
+def _within_bytes(texts: list[str], budget: int) -> list[str]:
+    """The leading texts whose UTF-8 bytes fit ``budget``, then "… and N more" for the rest."""
+    kept, used = [], 0
+    for index, text in enumerate(texts):
+        size = len(text.encode())
+        if used + size > budget - 32:  # room for the summary line
+            return [*kept, f"… and {len(texts) - index} more"]
+        kept.append(text)
+        used += size
+    return kept
+
+
 def _check_subtasks(raw) -> tuple:
     from google.protobuf import json_format
     from kernelboard.v1 import events_pb2
@@ -142,8 +158,8 @@ def _check_subtasks(raw) -> tuple:
         for name in SUBTASK_NUMBERS:
             if not math.isfinite(getattr(subtask, name)):
                 raise MetricsError(f"subtasks[{index}].{name}: must be finite")
-        subtask.id = cut(subtask.id)
-        violations = [cut(v) for v in subtask.violations[:MAX_REASONS]]
+        subtask.id = subtask.id[:MAX_SUBTASK_ID]
+        violations = _within_bytes([cut(v) for v in subtask.violations[:MAX_REASONS]], SUBTASK_VIOLATIONS_BYTES)
         del subtask.violations[:]
         subtask.violations.extend(violations)
         subtasks.append(subtask)

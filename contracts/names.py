@@ -73,6 +73,7 @@ JOB_PREFIX = "refs/jobs/"
 PULL_PREFIX = "refs/pull/"
 
 SCHEDULER = "system:scheduler"  # the only identity that writes refs/jobs/*
+WEB = "system:web"  # the web board's: signed in, no role; it reads the board and nothing else
 SERVICE_PREFIX = "system:"
 
 REF_MAX_CHARS = 100
@@ -244,6 +245,7 @@ __all__ = [
     "ROUTE_PREFIX",
     "SCHEDULER",
     "SERVICE",
+    "WEB",
     "Grammar",
     "Ref",
     "Refusal",

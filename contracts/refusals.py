@@ -84,7 +84,12 @@ def conflict(reason: str, message: str) -> Refusal:
 def check_size(field: str, value: str | bytes, limit: int) -> None:
     """Refuse ``field`` when it is longer than ``limit`` (characters for text, bytes for bytes), naming the field,
     its size and the limit."""
-    size = len(value)
+    unit = "bytes" if isinstance(value, bytes | bytearray) else "characters"
+    check_length(field, len(value), limit, unit)
+
+
+def check_length(field: str, size: int, limit: int, unit: str = "bytes") -> None:
+    """Refuse ``field`` when its ``size`` (known without holding the value, e.g. from a git object's header) is over
+    ``limit``, with the same message as ``check_size``."""
     if size > limit:
-        unit = "bytes" if isinstance(value, bytes | bytearray) else "characters"
         raise invalid(f"{field}_too_long", f"{field} is {size} {unit}, over the limit of {limit}")

@@ -62,6 +62,7 @@ class Partition:
     cpus: int
     mem_mb: int
     gpus: int
+    network: bool = False  # whether its jobs reach the network; off unless the rules say so
 
 
 @dataclass(frozen=True)

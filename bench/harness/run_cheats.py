@@ -1,6 +1,6 @@
-"""Every cheat route of tests/harness/cheats through the harness in one process, static pass skipped so that the
-dynamic defenses are what catches them (the static pass is covered by the CPU tests). The patching cheat runs last:
-it rebinds torch.allclose for the rest of the process.
+"""Every cheat route of tests/harness/cheats and every attack of tests/harness/attacks through the harness, static
+pass skipped so that the dynamic defenses are what catches them (the static pass is covered by the CPU tests). Route
+code runs in each check's candidate process, never in this one.
 
 usage: python -m bench.harness.run_cheats OUT.json [--shapes full|smoke] [--device cuda|cpu]
 """
@@ -14,6 +14,7 @@ from services.verifier.harness.check import run_check
 
 REPO = Path(__file__).resolve().parents[2]
 CHEATS = REPO / "tests" / "harness" / "cheats"
+ATTACKS = REPO / "tests" / "harness" / "attacks"  # issue 13's attacks on a judge sharing its process
 
 
 def main() -> int:
@@ -22,7 +23,8 @@ def main() -> int:
     parser.add_argument("--shapes", default="full")
     parser.add_argument("--device")
     args = parser.parse_args()
-    directories = sorted(CHEATS.iterdir(), key=lambda d: (d.name.startswith("c06"), d.name))
+    found = [d for base in (CHEATS, ATTACKS) for d in base.iterdir() if d.is_dir() and any(d.glob("*.py"))]
+    directories = sorted(found, key=lambda d: (d.name.startswith("c06"), d.name))
     results = {}
     for directory in directories:
         (route_file,) = directory.glob("*.py")

@@ -27,6 +27,6 @@ if [ -n "${PIP_CERT:-}" ] && [ -f "$PIP_CERT" ]; then
     args+=(-v "$PIP_CERT:/run/pip-ca.crt:ro" --build-arg PIP_CA_BUNDLE=/run/pip-ca.crt)
 fi
 podman "${flags[@]}" build "${args[@]}" -f deploy/container/Containerfile -t "localhost/kernelboard:$tag" .
-for process in ingest scheduler verifier board relay; do
+for process in ingest scheduler verifier board relay web; do
     podman tag "localhost/kernelboard:$tag" "kernelboard/$process:$tag"
 done

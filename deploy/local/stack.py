@@ -36,7 +36,13 @@ HERE = Path(__file__).resolve().parent
 
 # The fixed contracts (ports, default URLs) come from the project's settings, which need only the standard library.
 sys.path.insert(0, str(REPO))
-from services.common.config import DEFAULT_DATABASE_URL, DEFAULT_NATS_URL, GRPC_PORTS, METRICS_PORTS  # noqa: E402
+from services.common.config import (  # noqa: E402
+    DEFAULT_DATABASE_URL,
+    DEFAULT_NATS_URL,
+    GRPC_PORTS,
+    HTTP_PORTS,
+    METRICS_PORTS,
+)
 
 SERVICES = tuple(GRPC_PORTS)
 NATS_MONITOR_PORT = 8222
@@ -349,6 +355,8 @@ def missing_packages(ctx: Context) -> list[str]:
     nats_host, nats_port = host_port(ctx.nats_url, 4222)
     if nats_info(nats_host, nats_port) is None and not shutil.which("nats-server"):
         packages.append("nats-server")
+    if not shutil.which("bwrap"):  # bubblewrap confines route code in checks and jobs (services/common/confine.py)
+        packages.append("bubblewrap")
     # `make test` right after `make up` runs every test: the alert rules and scrape tests need promtool and prometheus
     # (tests/ops), which Debian's prometheus package holds. Its service is not started (services_not_autostarted).
     if not (shutil.which("promtool") and shutil.which("prometheus")):
@@ -472,6 +480,16 @@ def slurm_conf_from(output: str, layout: Layout) -> str | None:
             return line.split("=", 1)[1].strip()
     conventional = layout.home / "slurm" / "etc" / "slurm.conf"
     return str(conventional) if conventional.exists() else None
+
+
+def step_job_user(ctx: Context) -> str:
+    """The unprivileged user route code runs as, in checks (services/common/confine.py) and in Slurm jobs:
+    deploy/local/slurm/job-user.sh (idempotent; also checks it can enter a user namespace, which a job's sandbox
+    needs). up.sh runs it too, but a reused cluster skips up.sh."""
+    script = ctx.layout.repo / "deploy" / "local" / "slurm" / "job-user.sh"
+    if not script.exists():
+        return "skipped: deploy/local/slurm/job-user.sh is not in this checkout"
+    return run(["bash", str(script)], "the job user (deploy/local/slurm/job-user.sh)", 60).stdout.strip()
 
 
 def postgres_data_dir(layout: Layout) -> Path:
@@ -630,19 +648,25 @@ def step_seed(ctx: Context) -> str:
 
 
 def component_modules() -> dict[str, str]:
-    """The long-running processes of the stack and the module each runs, in start order."""
-    return {"relay": "services.common.relay", **{name: f"services.{name}.server" for name in SERVICES}}
+    """The long-running processes of the stack and the module each runs, in start order (the web board last: it
+    reads the board service)."""
+    return {
+        "relay": "services.common.relay",
+        **{name: f"services.{name}.server" for name in SERVICES},
+        "web": "services.web.server",
+    }
 
 
 def step_processes(ctx: Context, health_deadline_s: float) -> tuple[str, list[str]]:
-    """Start the relay and the four services that are not running, then wait for every gRPC health check."""
+    """Start the relay, the four services and the web board where not running, then wait for each one's health: gRPC
+    health for the services, ``/healthz`` for the web board (200 once it reads the board service)."""
     started, kept, missing, targets = [], [], [], []
     env = ctx.service_env()
     for name, module in component_modules().items():
         if not module_exists(ctx.layout, module):
             missing.append(f"{name} ({module.replace('.', '/')}.py)")
             continue
-        if name in GRPC_PORTS and running_pid(ctx.layout, name, module) is None:
+        if (name in GRPC_PORTS or name in HTTP_PORTS) and running_pid(ctx.layout, name, module) is None:
             ensure_ports_free(name, ctx.layout)
         pid, fresh = start_process(ctx.layout, name, [str(ctx.layout.python), "-m", module], module, env)
         (started if fresh else kept).append(f"{name}:{pid}")
@@ -656,14 +680,41 @@ def step_processes(ctx: Context, health_deadline_s: float) -> tuple[str, list[st
             raise StackError(f"the relay exited right after start; log {log}:\n{log_tail(log)}")
     if targets:
         wait_healthy(ctx, targets, health_deadline_s)
+    for name in HTTP_PORTS:
+        if running_pid(ctx.layout, name, component_modules()[name]) is not None:
+            wait_http_healthy(ctx.layout, name, health_deadline_s)
     summary = f"started {' '.join(started) or 'none'}; already running {' '.join(kept) or 'none'}"
     return summary, missing
+
+
+def http_healthy(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as reply:
+            return reply.status == 200
+    except OSError:
+        return False
+
+
+def wait_http_healthy(layout: Layout, name: str, deadline_s: float, interval_s: float = 0.2) -> None:
+    """Until ``name`` answers 200 on /healthz; its exit or the deadline fails naming it, with the tail of its log."""
+    module, port, log = component_modules()[name], HTTP_PORTS[name], layout.log_file(name)
+    deadline = time.monotonic() + deadline_s
+    while not http_healthy(port):
+        if running_pid(layout, name, module) is None:
+            raise StackError(f"{name} exited at start; log {log}:\n{log_tail(log)}")
+        if time.monotonic() > deadline:
+            raise StackError(
+                f"{name} on http://127.0.0.1:{port}/healthz: not 200 after {deadline_s:.0f} s; log {log}:\n"
+                f"{log_tail(log)}"
+            )
+        time.sleep(interval_s)
 
 
 def ensure_ports_free(name: str, layout: Layout) -> None:
     """A service's ports held by a process that is not ours (another checkout's stack, a service run by hand) would
     answer our health check in its place: refuse, naming the holder."""
-    for kind, port in (("gRPC", GRPC_PORTS[name]), ("metrics", METRICS_PORTS[name])):
+    serving = ("gRPC", GRPC_PORTS[name]) if name in GRPC_PORTS else ("HTTP", HTTP_PORTS[name])
+    for kind, port in (serving, ("metrics", METRICS_PORTS[name])):
         if tcp_answers("127.0.0.1", port, timeout_s=0.5):
             raise StackError(
                 f"{name}'s {kind} port {port} is already taken by {port_holder(port)}, not by this stack "
@@ -797,6 +848,7 @@ def context_from_env() -> Context:
 def prepare(ctx: Context) -> None:
     """What the tests need too: packages, the venv, Slurm, PostgreSQL and NATS answering; .ci/run stops here."""
     step("Debian packages", lambda: step_packages(ctx))
+    step("job user (checks and Slurm jobs run as it)", lambda: step_job_user(ctx))
     step("Python venv (.venv, requirements.txt)", lambda: step_venv(ctx))
     step("Slurm", lambda: step_slurm(ctx))
     step("PostgreSQL", lambda: step_postgres(ctx))
@@ -852,6 +904,7 @@ def cmd_up(args) -> int:
         say(f"    route {BUNDLED_ROUTE} at {check['sha'][:12]}: {check_outcome(check)} [{timer.lap():.1f} s]")
         say("==> kb board")
         say(step_board(ctx))
+        say(f"==> the board on the web: http://127.0.0.1:{HTTP_PORTS['web']}/ (public read; `make status` lists it)")
         say(f"stack up in {total.lap():.1f} s; logs in {ctx.layout.log_dir}; `make down` stops it.")
         return 0 if check["passed"] else 1
 
@@ -911,7 +964,7 @@ def cmd_status(args) -> int:
     all_up = True
     for name, module in component_modules().items():
         pid = running_pid(layout, name, module)
-        port = f" :{GRPC_PORTS[name]}" if name in GRPC_PORTS else ""
+        port = f" :{GRPC_PORTS.get(name) or HTTP_PORTS[name]}" if name in GRPC_PORTS or name in HTTP_PORTS else ""
         state = f"running (pid {pid}){port}" if pid else "stopped"
         all_up = all_up and pid is not None
         say(f"{name:<10} {state}; log {layout.log_file(name)}")

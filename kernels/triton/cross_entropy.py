@@ -12,6 +12,11 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
+try:
+    from .launch import launch  # imported as kernels.triton.<problem>
+except ImportError:  # loaded as a file by the harness, with the route directory on sys.path
+    from launch import launch
+
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 _IGNORE_INDEX = -100
 
@@ -73,11 +78,11 @@ def cross_entropy(predictions: torch.Tensor, targets: torch.Tensor, variant: str
     losses = torch.empty(programs, device=x.device, dtype=torch.float32)
     counts = torch.empty(programs, device=x.device, dtype=torch.float32)
     out = torch.empty((), device=x.device, dtype=torch.float32)
-    _cross_entropy_partials[(programs,)](
-        x, t, losses, counts, rows, cols, _IGNORE_INDEX,
+    launch(
+        _cross_entropy_partials, (programs,), x, t, losses, counts, rows, cols, _IGNORE_INDEX,
         BLOCK_R=cfg["BLOCK_R"], BLOCK_C=cfg["BLOCK_C"], num_warps=cfg["num_warps"],
     )  # fmt: skip
-    _finish_ratio[(1,)](losses, counts, out, programs, BLOCK=1024, num_warps=4)
+    launch(_finish_ratio, (1,), losses, counts, out, programs, BLOCK=1024, num_warps=4)
     return out
 
 

@@ -11,6 +11,11 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
+try:
+    from .launch import launch  # imported as kernels.triton.<problem>
+except ImportError:  # loaded as a file by the harness, with the route directory on sys.path
+    from launch import launch
+
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 VARIANTS = {
@@ -58,10 +63,19 @@ def hinge_loss(predictions: torch.Tensor, targets: torch.Tensor, variant: str | 
     programs = triton.cdiv(rows, cfg["BLOCK_R"])
     partials = torch.empty(programs, device=p.device, dtype=torch.float32)
     out = torch.empty((), device=p.device, dtype=torch.float32)
-    _hinge_partials[(programs,)](
-        p, t, partials, rows, cols, BLOCK_R=cfg["BLOCK_R"], BLOCK_C=cfg["BLOCK_C"], num_warps=cfg["num_warps"]
+    launch(
+        _hinge_partials,
+        (programs,),
+        p,
+        t,
+        partials,
+        rows,
+        cols,
+        BLOCK_R=cfg["BLOCK_R"],
+        BLOCK_C=cfg["BLOCK_C"],
+        num_warps=cfg["num_warps"],
     )
-    _finish_mean[(1,)](partials, out, programs, 1.0 / p.numel(), BLOCK=1024, num_warps=4)
+    launch(_finish_mean, (1,), partials, out, programs, 1.0 / p.numel(), BLOCK=1024, num_warps=4)
     return out
 
 

@@ -22,6 +22,11 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
+try:
+    from .launch import launch  # imported as kernels.triton.<problem>
+except ImportError:  # loaded as a file by the harness, with the route directory on sys.path
+    from launch import launch
+
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 _PTX = tl.constexpr(not _INTERPRET)
 
@@ -268,9 +273,21 @@ def layer_norm(
     means = torch.empty(rows * chunks, device=x.device, dtype=torch.float32)
     m2s = torch.empty(rows * chunks, device=x.device, dtype=torch.float32)
     grid = (rows * chunks,)
-    _chunk_moments[grid](x, means, m2s, rows, cols, chunks, CHUNK=chunk, BLOCK=cfg["BLOCK"], num_warps=cfg["num_warps"])
-    _normalize[grid](
-        x, w, b, y, means, m2s, rows, cols, chunks, eps,
+    launch(
+        _chunk_moments,
+        grid,
+        x,
+        means,
+        m2s,
+        rows,
+        cols,
+        chunks,
+        CHUNK=chunk,
+        BLOCK=cfg["BLOCK"],
+        num_warps=cfg["num_warps"],
+    )
+    launch(
+        _normalize, grid, x, w, b, y, means, m2s, rows, cols, chunks, eps,
         CHUNK=chunk, BLOCK=cfg["BLOCK"], BLOCK_P=triton.next_power_of_2(chunks), num_warps=cfg["num_warps"],
     )  # fmt: skip
     return y

@@ -13,6 +13,11 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
+try:
+    from .launch import launch  # imported as kernels.triton.<problem>
+except ImportError:  # loaded as a file by the harness, with the route directory on sys.path
+    from launch import launch
+
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 VARIANTS = {
@@ -67,8 +72,8 @@ def rms_norm(x: torch.Tensor, eps: float, variant: str | None = None) -> torch.T
     cfg = VARIANTS[variant or ("interpret" if _INTERPRET else "default")]
     block_f = min(triton.next_power_of_2(features), cfg["MAX_BLOCK_F"])
     blocks_per_item = triton.cdiv(spatial, cfg["BLOCK_S"])
-    _rms_norm_kernel[(batch * blocks_per_item,)](
-        x, y, features, spatial, blocks_per_item, eps,
+    launch(
+        _rms_norm_kernel, (batch * blocks_per_item,), x, y, features, spatial, blocks_per_item, eps,
         BLOCK_F=block_f, BLOCK_S=cfg["BLOCK_S"], ONE_TILE=features <= block_f, num_warps=cfg["num_warps"],
     )  # fmt: skip
     return y

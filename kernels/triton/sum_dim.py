@@ -13,6 +13,11 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
+try:
+    from .launch import launch  # imported as kernels.triton.<problem>
+except ImportError:  # loaded as a file by the harness, with the route directory on sys.path
+    from launch import launch
+
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 VARIANTS = {
@@ -52,8 +57,17 @@ def sum_dim(x: torch.Tensor, dim: int, variant: str | None = None) -> torch.Tens
     outer = x.numel() // max(1, reduced * inner) if reduced else y.numel() // inner
     cfg = VARIANTS[variant or ("interpret" if _INTERPRET else "default")]
     col_blocks = triton.cdiv(inner, cfg["BLOCK_C"])
-    _sum_dim_kernel[(outer * col_blocks,)](
-        x, y, reduced, inner, col_blocks, BLOCK_R=cfg["BLOCK_R"], BLOCK_C=cfg["BLOCK_C"], num_warps=cfg["num_warps"]
+    launch(
+        _sum_dim_kernel,
+        (outer * col_blocks,),
+        x,
+        y,
+        reduced,
+        inner,
+        col_blocks,
+        BLOCK_R=cfg["BLOCK_R"],
+        BLOCK_C=cfg["BLOCK_C"],
+        num_warps=cfg["num_warps"],
     )
     return y
 

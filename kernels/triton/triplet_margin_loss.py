@@ -9,6 +9,11 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
+try:
+    from .launch import launch  # imported as kernels.triton.<problem>
+except ImportError:  # loaded as a file by the harness, with the route directory on sys.path
+    from launch import launch
+
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 _PAIRWISE_EPS = 1e-6
 
@@ -69,11 +74,11 @@ def triplet_margin_loss(
     programs = triton.cdiv(rows, cfg["BLOCK_R"])
     partials = torch.empty(programs, device=a.device, dtype=torch.float32)
     out = torch.empty((), device=a.device, dtype=torch.float32)
-    _triplet_partials[(programs,)](
-        a, p, n, partials, rows, cols, margin, _PAIRWISE_EPS,
+    launch(
+        _triplet_partials, (programs,), a, p, n, partials, rows, cols, margin, _PAIRWISE_EPS,
         BLOCK_R=cfg["BLOCK_R"], BLOCK_C=cfg["BLOCK_C"], num_warps=cfg["num_warps"],
     )  # fmt: skip
-    _finish_mean[(1,)](partials, out, programs, 1.0 / rows, BLOCK=1024, num_warps=4)
+    launch(_finish_mean, (1,), partials, out, programs, 1.0 / rows, BLOCK=1024, num_warps=4)
     return out
 
 

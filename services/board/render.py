@@ -15,12 +15,12 @@ def _table(headings: list[str], rows: list[list[str]], numeric: set[int]) -> lis
     return [line(headings), "  " + "  ".join("-" * w for w in widths), *(line(r) for r in rows)]
 
 
-def _when(rfc3339: str) -> str:
+def when(rfc3339: str) -> str:
     """2026-12-02T14:03:09.5Z -> 2026-12-02 14:03 UTC."""
     return f"{rfc3339[:10]} {rfc3339[11:16]} UTC" if rfc3339 else "never"
 
 
-def _plain(json_value: str) -> str:
+def plain_value(json_value: str) -> str:
     """A guardrail's JSON value as text: strings without their quotes."""
     return json.loads(json_value) if json_value.startswith('"') else json_value
 
@@ -39,11 +39,11 @@ def card_lines(card: board_pb2.BenchmarkCard) -> list[str]:
             "verifier",
             "version " + ", ".join(map(str, card.verifier_versions)) if card.verifier_versions else "any version",
         ),
-        ("guardrails", ", ".join(f"{g.name} {_plain(g.value)}" for g in card.guardrails)),
+        ("guardrails", ", ".join(f"{g.name} {plain_value(g.value)}" for g in card.guardrails)),
         ("status", card.status + (f" ({card.status_reason})" if card.status_reason else "")),
     ]
     if card.rules_commit:
-        fields.append(("rules", f"{card.rules_commit[:12]}, approved {_when(card.approved_at)}"))
+        fields.append(("rules", f"{card.rules_commit[:12]}, approved {when(card.approved_at)}"))
     lines.extend(f"  {name:<11} {value}" for name, value in fields if value)
     return lines
 
@@ -66,7 +66,7 @@ def render_board(view: board_pb2.BoardView) -> str:
     lines = [
         f"{title}, benchmark version {view.version} [{status}]",
         f"  agents at work {head.agents_at_work} of {head.agents_in_all} in all · routes {head.routes}"
-        f" · last active {_when(head.last_active)} · started {_when(head.started)}",
+        f" · last active {when(head.last_active)} · started {when(head.started)}",
         "",
         *card_lines(view.card),
         "",
@@ -110,7 +110,7 @@ def render_board(view: board_pb2.BoardView) -> str:
 
 
 def render_route(route: board_pb2.BoardRoute) -> str:
-    started = f", started {_when(route.started)} by {route.started_by}" if route.started else ""
+    started = f", started {when(route.started)} by {route.started_by}" if route.started else ""
     lines = [f"route {route.route} (owner {route.owner or 'unknown'}{started})"]
     for part in route.boards:
         lines += [
@@ -124,7 +124,7 @@ def render_route(route: board_pb2.BoardRoute) -> str:
         rows = [
             [
                 str(r.global_position),
-                _when(r.occurred_at),
+                when(r.occurred_at),
                 r.kind,
                 r.sha[:10],
                 f"{r.score:.3f}" if r.kind in ("check", "report") else "",

@@ -130,7 +130,7 @@ def route_view(
             if event is None:
                 continue
             r = projection.history_record(board, item % 4, event)
-            part.history.add(
+            record = part.history.add(
                 global_position=r.position,
                 occurred_at=rfc3339(r.occurred_ns),
                 kind=r.kind,
@@ -146,6 +146,11 @@ def route_view(
                 reporter=r.reporter,
                 by_maintainer=r.by_maintainer,
             )
+            if event.WhichOneof("payload") == "check_completed":
+                # The check's own words, as the verifier recorded them: its per-problem results and where it ran.
+                check = event.check_completed
+                record.subtasks.extend(check.subtasks)
+                record.runner, record.verified = check.runner, check.verified
     if info is None and not view.boards:
         return None
     return view

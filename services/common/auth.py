@@ -138,7 +138,7 @@ def new_token() -> str:
 def check_principal(name: str, kind: int, owner: str, role: int) -> tuple[str, int | None]:
     """The owner and stored role for a new principal, or ValueError naming what is wrong."""
     if kind == AGENT:
-        match = _AGENT_RE.match(name)
+        match = _AGENT_RE.fullmatch(name)  # fullmatch: `$` also matches before a trailing newline
         if not match:
             raise ValueError(f"agent name {name!r} must be <owner>/<agent>, each letters, digits, . _ - (max 64)")
         if owner != match.group(1):
@@ -148,7 +148,7 @@ def check_principal(name: str, kind: int, owner: str, role: int) -> tuple[str, i
         return owner, None
     if kind not in (PERSON, SERVICE):
         raise ValueError(f"unknown principal kind {kind}")
-    if not _PERSON_RE.match(name) and not (kind == SERVICE and _SERVICE_RE.match(name)):
+    if not _PERSON_RE.fullmatch(name) and not (kind == SERVICE and _SERVICE_RE.fullmatch(name)):
         raise ValueError(f"name {name!r} must be letters, digits, . _ - (max 64), starting with a letter or digit")
     if owner not in ("", name):
         raise ValueError(f"only agents have an owner; {name!r} is a {KIND_NAMES[kind]}")
@@ -212,7 +212,7 @@ async def issue_token(conn, principal_name: str, *, ttl: timedelta | None = None
 
 async def revoke_token(conn, token_or_hash: str) -> None:
     """Revoke by the plain token or its sha256 hex; revoking twice keeps the first revocation time."""
-    token_hash = token_or_hash if _HASH_RE.match(token_or_hash) else hash_token(token_or_hash)
+    token_hash = token_or_hash if _HASH_RE.fullmatch(token_or_hash) else hash_token(token_or_hash)
     found = await conn.fetchval(
         "UPDATE api_tokens SET revoked_at = coalesce(revoked_at, now()) WHERE token_hash = $1 RETURNING principal",
         token_hash,
@@ -263,7 +263,7 @@ class SignIn:
 
 def well_formed_token_hash(token: str) -> str:
     """The hash of a token of the right shape, or AuthError (malformed) before any lookup."""
-    if not _TOKEN_RE.match(token):
+    if not _TOKEN_RE.fullmatch(token):
         raise AuthError("malformed token: expected kb_ followed by 43 characters", "malformed")
     return hash_token(token)
 

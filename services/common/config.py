@@ -6,7 +6,8 @@ and in deploy/k8s:
 | variable | default |
 |---|---|
 | ``KB_<SERVICE>_PORT`` | gRPC: ingest 50051, scheduler 50052, verifier 50053, board 50054 (the relay serves none) |
-| ``KB_<SERVICE>_METRICS_PORT`` | /metrics: ingest 9101, scheduler 9102, verifier 9103, board 9104, relay 9105 |
+| ``KB_<SERVICE>_METRICS_PORT`` | ingest 9101, scheduler 9102, verifier 9103, board 9104, relay 9105, web 9106 |
+| ``KB_WEB_PORT`` | HTTP: the web board 8080 |
 | ``KB_PG_POOL_MIN_SIZE``, ``KB_PG_POOL_MAX_SIZE`` | ingest, verifier, board 10 and 10; scheduler 1 and 5; relay 1, 2 |
 | ``KB_PG_CONNECT_TIMEOUT_S`` | 10: a connection to an unreachable PostgreSQL fails then (the call: UNAVAILABLE) |
 | ``KB_SHUTDOWN_GRACE_S``, ``KB_SLOW_RPC_MS`` | 10 and 250, read by services/common/grpcserver.py |
@@ -17,7 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 GRPC_PORTS = {"ingest": 50051, "scheduler": 50052, "verifier": 50053, "board": 50054}
-METRICS_PORTS = {"ingest": 9101, "scheduler": 9102, "verifier": 9103, "board": 9104, "relay": 9105}
+METRICS_PORTS = {"ingest": 9101, "scheduler": 9102, "verifier": 9103, "board": 9104, "relay": 9105, "web": 9106}
+# Servers that speak HTTP to people rather than gRPC: the web board (services/web).
+HTTP_PORTS = {"web": 8080}
 # (min, max) connections. The scheduler appends briefly, one job at a time; the relay holds one connection of its
 # own for the advisory lock and reads through this pool.
 POOL_SIZES = {"ingest": (10, 10), "scheduler": (1, 5), "verifier": (10, 10), "board": (10, 10), "relay": (1, 2)}

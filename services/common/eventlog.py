@@ -12,10 +12,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import asyncpg
+from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 from kernelboard.v1 import events_pb2
 
+from contracts.limits import DEFAULT_EVENT_FIELD_BYTES, EVENT_FIELD_BYTES, MAX_EVENT_BYTES
+from contracts.refusals import check_length
 from services.common.migrate import apply_migrations
 
 Event = events_pb2.Event
@@ -251,11 +254,38 @@ def _envelope(stream: str, new: NewEvent) -> tuple[Event, bytes, datetime, bytes
     if new.verifier_version is not None:
         envelope.verifier_version = new.verifier_version
     payload = new.payload.SerializeToString()
+    check_event_size(type_, new.payload, len(payload))
     head = envelope.SerializeToString() + _PAYLOAD_TAGS[type_] + _varint(len(payload))
     field = getattr(envelope, PAYLOAD_FIELDS[type_])
     field.SetInParent()
     field.MergeFrom(new.payload)
     return envelope, payload, occurred_at, head
+
+
+# A payload this small cannot hold a field over its limit: the common case skips the walk over its fields.
+_SMALLEST_FIELD_LIMIT = min(DEFAULT_EVENT_FIELD_BYTES, *EVENT_FIELD_BYTES.values())
+
+
+def check_event_size(type_: str, payload: Message, size: int) -> None:
+    """Refuse (INVALID_ARGUMENT, naming the field, its size and the limit) an event with a field over its limit
+    (contracts/limits.py) or a payload over MAX_EVENT_BYTES: whatever the log records, the relay can publish."""
+    if size <= _SMALLEST_FIELD_LIMIT:
+        return
+    for field, value in payload.ListFields():
+        name = f"{type_}.{field.name}"
+        check_length(name, _field_bytes(field, value), EVENT_FIELD_BYTES.get(name, DEFAULT_EVENT_FIELD_BYTES))
+    check_length(type_, size, MAX_EVENT_BYTES)
+
+
+def _field_bytes(field: FieldDescriptor, value) -> int:
+    values = value if field.is_repeated else (value,)
+    if field.type == FieldDescriptor.TYPE_STRING:
+        return sum(len(v.encode()) for v in values)
+    if field.type == FieldDescriptor.TYPE_BYTES:
+        return sum(len(v) for v in values)
+    if field.type == FieldDescriptor.TYPE_MESSAGE:
+        return sum(v.ByteSize() for v in values)
+    return 0  # numbers and enums: a few bytes each
 
 
 def _new_event_id() -> str:

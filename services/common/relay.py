@@ -6,6 +6,12 @@ batch; after a crash the relay resumes from it, and JetStream drops the re-publi
 is active per stream at a time: the others wait on a PostgreSQL advisory lock. It wakes on LISTEN/NOTIFY (a trigger
 on the events table) and polls as a fallback.
 
+An event larger than the NATS server accepts (its max_payload) can never be published: retrying it
+would stop the relay at that position for good. Such an event is recorded in relay_skipped, counted
+(kb_relay_skipped_events, alert KernelboardRelaySkippedEvents) and skipped on the bus; it stays in the log, and
+consumers, seeing the gap in positions, read it from there. The log refuses oversized events at append
+(contracts/limits.py), so this happens only with a NATS configured below that limit or an event recorded before it.
+
 Run it with ``python -m services.common.relay`` (settings from the environment).
 """
 
@@ -44,9 +50,17 @@ RELAY_LAG = metrics.gauge(
 RELAY_ACTIVE = metrics.gauge(
     "kb_relay_active", "1 while this relay holds the stream's advisory lock and publishes, 0 on standby", ["stream"]
 )
+RELAY_SKIPPED = metrics.gauge(
+    "kb_relay_skipped_events",
+    "Events the relay could not publish and skipped on the bus (too large for NATS), all time, from relay_skipped",
+    ["stream"],
+)
 RELAY_ERRORS = metrics.counter("kb_relay_errors_total", "Relay cycles that failed and were retried", ["stream"])
 
 log = get_logger(component="relay")
+
+# Room for the subject and the Nats-Msg-Id header, which NATS counts against max_payload with the payload.
+HEADER_ALLOWANCE_BYTES = 1024
 
 
 class Relay:
@@ -69,6 +83,7 @@ class Relay:
         self.retry_delay_s = retry_delay_s
         self.connect_timeout_s = connect_timeout_s
         self.checkpoint = 0
+        self.publish_limit = 0  # the NATS server's max_payload, read on each connection
         self.active = asyncio.Event()  # set while this relay holds the lock and publishes
         self._stopping = asyncio.Event()
         self._wake = asyncio.Event()
@@ -103,11 +118,13 @@ class Relay:
         conn = await asyncpg.connect(self.settings.database_url, timeout=self.connect_timeout_s)
         try:
             js = nc.jetstream(publish_async_max_pending=self.batch_size)
-            await bus.ensure_stream(js, self.settings)
+            await bus.ensure_stream(js, self.settings)  # sets no max_msg_size: the server's max_payload is the limit
+            self.publish_limit = nc.max_payload
             if not await self._acquire_lock(conn):
                 return
             await conn.add_listener(NOTIFY_CHANNEL, self._on_notify)
             self.checkpoint = await self._load_checkpoint(conn)
+            await self._report_skipped(conn)
             self.active.set()
             RELAY_ACTIVE.labels(self._stream).set(1)
             log.info("relay_active", stream=self._stream, checkpoint=self.checkpoint)
@@ -143,24 +160,54 @@ class Relay:
     async def _publish_batch(self, js, conn: asyncpg.Connection) -> int:
         events = await self.log.read_batch(self.checkpoint, self.batch_size, conn=conn)
         if events:
+            encoded = [(event, event.SerializeToString()) for event in events]
+            too_large = [(e, data) for e, data in encoded if len(data) + HEADER_ALLOWANCE_BYTES > self.publish_limit]
             # publish_async pipelines the batch on one connection, so the stream keeps the log's order.
             acks = [
                 await js.publish_async(
-                    bus.subject(self.settings, event.type),
-                    event.SerializeToString(),
-                    headers={"Nats-Msg-Id": event.event_id},
+                    bus.subject(self.settings, event.type), data, headers={"Nats-Msg-Id": event.event_id}
                 )
-                for event in events
+                for event, data in encoded
+                if len(data) + HEADER_ALLOWANCE_BYTES <= self.publish_limit
             ]
             acks = await asyncio.wait_for(asyncio.gather(*acks), self.publish_timeout_s)
-            await self._save_checkpoint(conn, events[-1].global_position)
+            async with conn.transaction():
+                if too_large:
+                    await self._record_skipped(conn, too_large)
+                await self._save_checkpoint(conn, events[-1].global_position)
+            if too_large:
+                await self._report_skipped(conn)
             duplicates = sum(1 for ack in acks if ack.duplicate)
-            RELAY_PUBLISHED.labels(self._stream).inc(len(events) - duplicates)
+            RELAY_PUBLISHED.labels(self._stream).inc(len(acks) - duplicates)
             if duplicates:
                 RELAY_DUPLICATES.labels(self._stream).inc(duplicates)
                 log.info("relay_duplicates_dropped", stream=self._stream, count=duplicates)
         RELAY_LAG.labels(self._stream).set(await self.log.head_position(conn) - self.checkpoint)
         return len(events)
+
+    async def _record_skipped(self, conn: asyncpg.Connection, skipped) -> None:
+        for event, data in skipped:
+            log.error(
+                "relay_skipped_event",
+                stream=self._stream,
+                event_id=event.event_id,
+                position=event.global_position,
+                type=event.type,
+                bytes=len(data),
+                limit_bytes=self.publish_limit,
+            )
+        await conn.executemany(
+            "INSERT INTO relay_skipped (stream, global_position, event_id, type, bytes, limit_bytes)"
+            " VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
+            [
+                (self._stream, e.global_position, e.event_id, e.type, len(data), self.publish_limit)
+                for e, data in skipped
+            ],
+        )
+
+    async def _report_skipped(self, conn: asyncpg.Connection) -> None:
+        count = await conn.fetchval("SELECT count(*) FROM relay_skipped WHERE stream = $1", self._stream)
+        RELAY_SKIPPED.labels(self._stream).set(count)
 
     async def _save_checkpoint(self, conn: asyncpg.Connection, position: int) -> None:
         await conn.execute(

@@ -7,7 +7,7 @@ import grpc
 from google.protobuf import timestamp_pb2
 from kernelboard.v1 import events_pb2, ingest_pb2, ingest_pb2_grpc
 
-from contracts import names
+from contracts import limits, names
 from contracts.refusals import clip, invalid
 from services.common.auth import current_principal
 from services.ingest import domain, store
@@ -15,18 +15,28 @@ from services.ingest.app import Ingest
 from services.ingest.domain import Actor
 
 CHUNK_BYTES = 1024 * 1024
-TITLE_MAX_CHARS = 200
-REVIEW_MAX_CHARS = 64 * 1024
-MAX_FETCH_REFS = 10_000  # refs a fetch may name; there are as many as routes, jobs and pull requests
-MAX_FETCH_HAVE = 10_000  # commits a fetch may say it has
+GRPC_DEFAULT_RECEIVE_BYTES = 4 * 1024 * 1024
+TITLE_MAX_CHARS = limits.MAX_PULL_TITLE_CHARS
+REVIEW_MAX_CHARS = limits.MAX_REVIEW_BODY_CHARS
+MAX_FETCH_REFS = limits.MAX_FETCH_REFS
+MAX_FETCH_HAVE = limits.MAX_FETCH_HAVE
 MAX_TOKEN_TTL_S = 10 * 366 * 24 * 3600  # ten years; a longer lifetime would overflow the expiry's date
-TOKEN_MAX_CHARS = 200
+TOKEN_MAX_CHARS = limits.MAX_TOKEN_CHARS
 PULL_STATES = ("open", "merged")
 PRINCIPAL_KINDS = {
     events_pb2.PRINCIPAL_KIND_PERSON: names.PERSON,
     events_pb2.PRINCIPAL_KIND_AGENT: names.AGENT,
     events_pb2.PRINCIPAL_KIND_SERVICE: names.SERVICE,
 }
+
+
+def server_options(max_bundle_bytes: int) -> list[tuple[str, int]]:
+    """gRPC's own receive limit, well above the bundle limit: a unary Push carries the whole bundle in one message,
+    and one over the bundle limit must reach the size check, which refuses it with the documented message, instead
+    of gRPC's generic "Received message larger than max". Above twice the limit gRPC still cuts it (PushStream,
+    what `kb push` uses, is refused at the limit while it streams). Never below gRPC's default (4 MiB), which the other
+    RPCs' own checks count on."""
+    return [("grpc.max_receive_message_length", max(GRPC_DEFAULT_RECEIVE_BYTES, 2 * max_bundle_bytes + CHUNK_BYTES))]
 
 
 def caller() -> Actor:
@@ -76,10 +86,8 @@ def token_request(request: ingest_pb2.CreateTokenRequest) -> tuple[str, int, int
 def fetch_request(request: ingest_pb2.FetchRequest) -> tuple[list[str], list[str]]:
     if len(request.refs) > MAX_FETCH_REFS:
         raise invalid("too_many_refs", f"a fetch names at most {MAX_FETCH_REFS} refs, not {len(request.refs)}")
-    if len(request.have) > MAX_FETCH_HAVE:
-        raise invalid("too_many_have", f"a fetch lists at most {MAX_FETCH_HAVE} commits, not {len(request.have)}")
-    # `have` only narrows the bundle: what is not a commit id of this repository is ignored, as git does.
-    have = [sha for sha in request.have if names.OBJECT_ID.matches(sha)]
+    # `have` only narrows the bundle: past the first MAX_FETCH_HAVE, and what is not a commit id, it is ignored.
+    have = [sha for sha in request.have[:MAX_FETCH_HAVE] if names.OBJECT_ID.matches(sha)]
     return [hosted_ref(ref, "refs") for ref in request.refs], have
 
 

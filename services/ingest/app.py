@@ -16,8 +16,8 @@ from datetime import timedelta
 from google.protobuf import json_format, struct_pb2
 from kernelboard.v1 import events_pb2
 
-from contracts import access, names, rules
-from contracts.refusals import not_found
+from contracts import access, limits, names, rules
+from contracts.refusals import check_length, not_found
 from services.common import auth, metrics
 from services.common.eventlog import EventLog, NewEvent
 from services.common.logs import bind_ids, get_logger
@@ -27,7 +27,7 @@ from services.ingest.domain import Actor, RefTarget, Refusal
 from services.ingest.gitrefs import GitRefFollower
 from services.ingest.gitrepo import HostedRepo, MergeConflict, UnbundleError
 
-DEFAULT_MAX_BUNDLE_BYTES = 64 * 1024 * 1024
+DEFAULT_MAX_BUNDLE_BYTES = limits.MAX_BUNDLE_BYTES
 
 PUSHES = metrics.counter(
     "kb_ingest_pushes_total",
@@ -67,6 +67,12 @@ class CheckedPush:
     rules: tuple[int, str] | None = None  # (benchmark version, scienceslack.json) when the tag moves
 
 
+def recorded_paths(paths: list[str]) -> list[str]:
+    """The changed paths a CommitIngested records: a commit of thousands of files (a job's results) is summed up
+    ("… and N more") within the event field's limit rather than refused; the push's reply lists them all."""
+    return limits.fit_list(paths, limits.EVENT_FIELD_BYTES["CommitIngested.changed_paths"])
+
+
 def refused_by_git(err: UnbundleError) -> Refusal:
     if err.missing_prerequisites:
         return Refusal(
@@ -102,7 +108,8 @@ class Ingest:
 
     async def _refs_git_can_take(self) -> dict[str, str]:
         """The recorded refs, less the rows git could not take, which are set aside: an ill-formed name (an older
-        version let ``routes/x-y\n`` in, and git refused it on every start) or a commit the repository lacks."""
+        version let ``routes/x-y\n`` in, and git refused it on every start) or a commit the repository lacks. A
+        route row with such a name is set aside too, so that no listing prints it."""
         set_aside = SetAside("ingest_reconcile")
         good = {}
         for ref, sha in (await store.ref_values(self.pool)).items():
@@ -117,7 +124,12 @@ class Ingest:
                 moved = await store.set_ref_aside(conn, ref, sha, reason)
             if moved:
                 set_aside.record(ref, reason, sha=sha)
-        set_aside.finish(await store.refs_set_aside(self.pool))
+        for route in await store.list_routes(self.pool):
+            if not names.is_route(route.route):
+                async with self.pool.acquire() as conn:
+                    moved = await store.set_route_aside(conn, route.route, "not a route name")
+                set_aside.record(route.route, "not a route name" + ("" if moved else " (pull requests refer to it)"))
+        set_aside.finish(await store.records_set_aside(self.pool))
         return good
 
     # --- push ------------------------------------------------------------------------------------------------------
@@ -160,7 +172,7 @@ class Ingest:
             if old == tip:
                 return PushResult(target.ref, tip, old, "")
             try:
-                async with self.repo.quarantine(bundle) as quarantine:
+                async with self.repo.quarantine(bundle, check_objects=domain.check_object_sizes) as quarantine:
                     checked = await self._check(quarantine, target, old, tip, main)
                     quarantine.migrate()
                 self.repo.migrated(quarantine)
@@ -203,17 +215,40 @@ class Ingest:
             raise domain.invalid("malformed_bundle", f"malformed bundle: objects reachable from {tip[:12]} are missing")
         domain.check_fast_forward(target, old, tip, bool(old) and await q.is_ancestor(old, tip))
         if target.kind == events_pb2.COMMIT_KIND_ROUTE:
-            domain.check_route_commits(target.route, await q.new_commits(tip, [old, main]))
+            await self._check_route_history(q, target.route, tip, old, main)
             domain.check_route_files(target.route, await q.tree_entries(tip, domain.route_folder(target.route)))
         checked = CheckedPush(target, old, tip, await q.changed_paths(old, tip))
+        domain.check_path_names(checked.changed_paths)
         if target.kind == events_pb2.COMMIT_KIND_TAG:
             checked.rules = await self._check_rules(q, tip, main, old)
         for route in domain.reported_routes(target, checked.changed_paths):
             path = domain.metrics_path(route)
-            text = await q.read_file(tip, path)
-            if text is not None:
+            size = await q.file_size(tip, path)
+            if size is not None:
+                check_length(path, size, limits.MAX_METRICS_JSON_BYTES)  # from the object's header, before reading
+                text = await q.read_file(tip, path)
                 checked.metrics[route] = domain.parse_metrics(path, text.decode("utf-8", "replace"))
         return checked
+
+    async def _check_route_history(self, q, route: str, tip: str, old: str, main: str) -> None:
+        """The route rule for every commit the push brings and every parent (domain.route_commit_problem): the parents
+        it may build on are main's commits and the route's own."""
+        commits = await q.route_commits(tip, [old, main], route)
+        new = {c.sha for c in commits}
+        known = {}
+        for parent in {p for c in commits for p in c.parents if p not in new}:
+            if (main and await q.is_ancestor(parent, main)) or (old and await q.is_ancestor(parent, old)):
+                known[parent] = await q.outside_of(parent, route)
+        problem = domain.route_commit_problem(commits, known)
+        if problem is None:
+            return
+        if problem.kind == "outside":
+            parents = [c for c in commits if c.sha == problem.sha][0].parents
+            found = [await q.paths_outside(p, problem.sha, route) for p in parents]
+            dropped, changed = min(found, key=lambda pair: len(pair[0]) + len(pair[1]))
+        else:
+            dropped, changed = await q.paths_outside(main, problem.sha, route)
+        raise domain.refuse_route_commit(route, problem, dropped, changed)
 
     async def _check_rules(self, objects, commit: str, main: str, previous: str) -> tuple[int, str]:
         """The rules at ``commit`` if they may replace those at ``previous`` (the tag's value, "" before the first)."""
@@ -223,9 +258,11 @@ class Ingest:
                 "tag_not_on_main",
                 f"the tag checks marks a commit on main; {commit[:12]} is not on main (merge it first)",
             )
-        text = await objects.read_file(commit, rules.RULES_FILE)
-        if text is None:
+        size = await objects.file_size(commit, rules.RULES_FILE)
+        if size is None:
             raise domain.invalid("malformed_rules", f"{commit[:12]} has no {rules.RULES_FILE}")
+        check_length(rules.RULES_FILE, size, limits.MAX_RULES_JSON_BYTES)
+        text = await objects.read_file(commit, rules.RULES_FILE)
         try:
             approved = rules.parse(text)
         except rules.RulesError as err:
@@ -250,7 +287,7 @@ class Ingest:
             route=target.route,
             job_id=target.job_id,
             pull_number=target.pull_number,
-            changed_paths=checked.changed_paths,
+            changed_paths=recorded_paths(checked.changed_paths),
             owner=access.owner_of(actor),
         )
         # Everything is computed before the transaction, and the appends come last in it: an append holds the log's
@@ -403,7 +440,7 @@ class Ingest:
                 kind=events_pb2.COMMIT_KIND_PULL,
                 route=route.route,
                 pull_number=number,
-                changed_paths=changed,
+                changed_paths=recorded_paths(changed),
                 owner=access.owner_of(actor),
             )
             await self.log.append(
@@ -446,12 +483,17 @@ class Ingest:
             merge_sha = await self.repo.merge(main, pull.head_sha, message, actor.name)
         except MergeConflict as err:
             raise Refusal("FAILED_PRECONDITION", "merge_conflict", f"pull request #{number}: {err}") from None
+        # Checked again against main as it is now: a merge into main changes only the route's folder, whatever the
+        # route's history let through (a head recorded before the route rule held for every commit).
+        dropped, changed = await self.repo.paths_outside(main, merge_sha, pull.route)
+        if dropped or changed:
+            raise domain.refuse_merge_outside_route(number, pull.route, dropped, changed)
         commit = events_pb2.CommitIngested(
             ref=domain.MAIN_REF,
             sha=merge_sha,
             parent=main,
             kind=events_pb2.COMMIT_KIND_MAIN,
-            changed_paths=await self.repo.changed_paths(main, merge_sha),
+            changed_paths=recorded_paths(await self.repo.changed_paths(main, merge_sha)),
             owner=access.owner_of(actor),
         )
         merged = events_pb2.PullRequestMerged(

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 
 from kernelboard.v1 import events_pb2
 
-from contracts import access, metrics, names
+from contracts import access, limits, metrics, names
 from contracts.access import Actor
 from contracts.metrics import Metrics
-from contracts.refusals import Refusal, clip, denied, invalid
+from contracts.refusals import Refusal, clip, denied, invalid, too_large
 
 JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 OBJECT_ID = re.compile(r"^[0-9a-f]{40}$")
@@ -179,6 +179,37 @@ def bundle_tip(header: BundleHeader, target: RefTarget) -> str:
     return oid
 
 
+@dataclass(frozen=True)
+class NewObject:
+    """An object a push brings that no ref reaches yet, as its header tells (nothing of it read)."""
+
+    oid: str
+    type: str  # blob, tree, commit, tag
+    size: int  # inflated
+    path: str = ""  # where a tip's tree holds it ("" for commits and root trees)
+
+
+def check_object_sizes(
+    objects: Iterable[NewObject],
+    max_blob: int = limits.MAX_BLOB_BYTES,
+    max_total: int = limits.MAX_PUSH_INFLATED_BYTES,
+) -> None:
+    """A pushed file may not inflate beyond ``max_blob``, nor all pushed objects beyond ``max_total``: a bundle
+    within its size limit can still hold a file that inflates a thousandfold."""
+    total = 0
+    for obj in objects:
+        total += obj.size
+        if obj.type == "blob" and obj.size > max_blob:
+            raise too_large(
+                "file_too_large",
+                f"{obj.path or obj.oid[:12]} is {obj.size} bytes (inflated), over the limit of {max_blob} bytes a file",
+            )
+    if total > max_total:
+        raise too_large(
+            "push_too_large", f"the push brings {total} bytes of objects (inflated), over the limit of {max_total}"
+        )
+
+
 def check_size(size: int, limit: int) -> None:
     if size > limit:
         raise Refusal("RESOURCE_EXHAUSTED", "too_large", f"bundle of {size} bytes exceeds the limit of {limit} bytes")
@@ -198,14 +229,6 @@ def check_fast_forward(target: RefTarget, old: str, new: str, old_is_ancestor: b
         )
 
 
-@dataclass(frozen=True)
-class NewCommit:
-    """A commit a push brings, with the paths it changes relative to each of its parents (a root: all its paths)."""
-
-    sha: str
-    changes_by_parent: tuple[tuple[str, ...], ...]
-
-
 def route_folder(route: str) -> str:
     return f"routes/{route}/"
 
@@ -215,21 +238,108 @@ def outside_route(route: str, paths: Iterable[str]) -> list[str]:
     return [p for p in paths if not p.startswith(folder)]
 
 
-def check_route_commits(route: str, commits: Sequence[NewCommit]) -> None:
-    """Every commit a route push brings touches only ``routes/<route>/``: against at least one of its parents, all its
-    changes lie inside that folder. So a plain commit must stay inside, and a merge that takes in main (whose commits
-    are not new) is fine, while a commit that edits anything else is refused by name."""
+@dataclass(frozen=True)
+class RouteCommit:
+    """A commit a route push brings: its parents, and what its tree holds outside ``routes/<route>/`` (a value
+    that is equal for two commits exactly when their trees are equal outside that folder)."""
+
+    sha: str
+    parents: tuple[str, ...]
+    outside: object
+
+
+@dataclass(frozen=True)
+class RouteCommitProblem:
+    sha: str
+    kind: str  # "orphan" | "unrelated_parent" | "outside"
+    parent: str = ""  # for unrelated_parent: the parent that is neither on main nor on the route
+
+
+def route_commit_problem(commits: Sequence[RouteCommit], known: dict[str, object]) -> RouteCommitProblem | None:
+    """The route rule for every commit and every parent (``commits`` parents first). ``known``: the commits already
+    in the repository that a route may build on (main's history and the route's own), with their ``outside``.
+
+    A commit is sound when it has parents, each parent is sound (known, or a sound commit of this push), and its tree
+    outside the route's folder equals one parent's. By induction that tree equals main's at some commit main has had:
+    a plain commit changes only the folder; a merge of main takes main's files as they are; an orphan is refused
+    whatever its tree holds, and with it every merge of a history unrelated to main's (such a history has a root).
+    Commits of other refs (another route's) are not known: they are checked like the push's own."""
+    sound = dict(known)
     for commit in commits:
-        outside = [outside_route(route, changes) for changes in commit.changes_by_parent]
-        if any(not paths for paths in outside):
-            continue
-        stray = min(outside, key=len)
-        raise invalid(
-            "path_outside_route",
-            f"commit {commit.sha[:12]} touches {stray[0]!r}"
-            + (f" and {len(stray) - 1} more paths" if len(stray) > 1 else "")
-            + f" outside {route_folder(route)}: a route's commits change only its own folder",
+        if not commit.parents:
+            return RouteCommitProblem(commit.sha, "orphan")
+        unrelated = [p for p in commit.parents if p not in sound]
+        if unrelated:
+            return RouteCommitProblem(commit.sha, "unrelated_parent", unrelated[0])
+        if not any(sound[p] == commit.outside for p in commit.parents):
+            return RouteCommitProblem(commit.sha, "outside")
+        sound[commit.sha] = commit.outside
+    return None
+
+
+def _some_paths(paths: Sequence[str]) -> str:
+    shown = ", ".join(repr(p) for p in paths[:3])
+    return shown + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+
+
+def refuse_route_commit(route: str, problem: RouteCommitProblem, dropped: Sequence[str], changed: Sequence[str]):
+    """The refusal for a route commit, naming the paths outside the folder it would drop or change (against main
+    for an orphan or an unrelated merge, against its closest parent otherwise)."""
+    folder = route_folder(route)
+    effect = "; ".join(
+        part
+        for part in (
+            f"it would drop {_some_paths(dropped)}" if dropped else "",
+            f"it would change {_some_paths(changed)}" if changed else "",
         )
+        if part
+    )
+    if problem.kind == "orphan":
+        return invalid(
+            "orphan_commit",
+            f"commit {problem.sha[:12]} has no parent (a history unrelated to main's): a route's history grows from "
+            f"main's, and against main {effect or 'it replaces the history'} outside {folder}",
+        )
+    if problem.kind == "unrelated_parent":
+        return invalid(
+            "unrelated_history",
+            f"commit {problem.sha[:12]} merges {problem.parent[:12]}, which is neither on main nor on route "
+            f"{route!r} (an unrelated history): against main {effect or 'it brings another history'} outside {folder}",
+        )
+    stray = [*dropped, *changed]
+    return invalid(
+        "path_outside_route",
+        f"commit {problem.sha[:12]} touches {stray[0]!r}"
+        + (f" and {len(stray) - 1} more paths" if len(stray) > 1 else "")
+        + f" outside {folder}: a route's commits change only its own folder"
+        + (f" ({effect})" if dropped else ""),
+    )
+
+
+def refuse_merge_outside_route(number: int, route: str, dropped: Sequence[str], changed: Sequence[str]) -> Refusal:
+    effect = ", ".join(
+        part
+        for part in (
+            f"drop {_some_paths(dropped)}" if dropped else "",
+            f"change {_some_paths(changed)}" if changed else "",
+        )
+        if part
+    )
+    return Refusal(
+        "FAILED_PRECONDITION",
+        "merge_outside_route",
+        f"pull request #{number}: merging it would {effect} outside {route_folder(route)} of main; "
+        "a route merges only its own folder",
+    )
+
+
+def check_path_names(paths: Iterable[str]) -> None:
+    """Paths the log records are UTF-8 text (git allows any bytes; the adapter keeps the others as surrogates)."""
+    for path in paths:
+        try:
+            path.encode("utf-8")
+        except UnicodeEncodeError:
+            raise invalid("path_not_utf8", f"path {clip(path)} is not UTF-8: name files in UTF-8") from None
 
 
 REGULAR_FILE_MODES = {"100644", "100755"}
@@ -386,10 +496,10 @@ def check_rules_change(old: dict, new: dict) -> None:
 
 # --- issues, comments and joining: who may do what (pure; named for contracts/access.py) ---------------------------
 
-ISSUE_TITLE_MAX = 200
-ISSUE_BODY_MAX = 20_000
-COMMENT_BODY_MAX = 20_000
-JOIN_NOTE_MAX = 1_000
+ISSUE_TITLE_MAX = limits.MAX_ISSUE_TITLE_CHARS
+ISSUE_BODY_MAX = limits.MAX_ISSUE_BODY_CHARS
+COMMENT_BODY_MAX = limits.MAX_COMMENT_CHARS
+JOIN_NOTE_MAX = limits.MAX_JOIN_NOTE_CHARS
 PAGE_SIZE_DEFAULT = 50
 PAGE_SIZE_MAX = 200
 ISSUE_STATES = ("open", "closed")

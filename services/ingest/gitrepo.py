@@ -18,14 +18,14 @@ import shutil
 import tempfile
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pygit2
 
 from services.common.logs import get_logger
-from services.ingest.domain import BundleHeader, NewCommit, parse_bundle_header
+from services.ingest.domain import BundleHeader, NewObject, RouteCommit, parse_bundle_header
 
 log = get_logger()
 
@@ -33,6 +33,11 @@ MANAGED_NAMESPACES = ("refs/heads/", "refs/tags/", "refs/jobs/", "refs/pull/")
 QUARANTINE_DIR = "kb-quarantine"
 SPARE_QUARANTINES = 64
 REPACK_AFTER_PACKS = 16
+# git's own checks on every pushed object (`index-pack --strict`, what receive.fsckObjects does): malformed commits,
+# trees and tags, and tree entries named '..', '.', '.git' (any case, or an NTFS/HFS alias), '', or containing '/',
+# duplicate or unsorted entries. --strict makes git's warnings errors; the three named are made errors explicitly
+# (badFilemode is only informational by default).
+FSCK_STRICT = "--strict=badFilemode=error,nulInCommit=error,zeroPaddedFilemode=error"
 
 
 class GitError(Exception):
@@ -148,6 +153,7 @@ class Objects:
         return self._connected(tip, None)
 
     def _connected(self, tip: str, brought: pygit2.Odb | None) -> bool:
+        """Blobs are only looked up, never read: a pushed blob may inflate to far more than its bundle."""
         db = self.objects_db
         pending, seen = [tip], set()
         while pending:
@@ -155,9 +161,11 @@ class Objects:
             if oid in seen:
                 continue
             seen.add(oid)
-            if brought is None or oid not in brought:
-                if oid not in db:
-                    return False
+            if not db.odb.exists(oid):
+                return False
+            if brought is None or not brought.exists(oid):
+                continue  # the repository's own objects are complete
+            if db.odb.read_header(oid)[0] == pygit2.enums.ObjectType.BLOB:
                 continue
             found = db.get(oid)
             if isinstance(found, pygit2.Commit):
@@ -175,19 +183,32 @@ class Objects:
         paths = (delta.new_file.path for delta in self._commit(old).tree.diff_to_tree(tree).deltas)
         return list(dict.fromkeys(paths))  # a type change shows as a deletion and an addition of one path
 
-    async def new_commits(self, tip: str, exclude: Sequence[str]) -> list[NewCommit]:
-        """The commits reachable from ``tip`` and from none of ``exclude``, each with its changes against each
-        parent."""
-        walker = self.objects_db.walk(self._commit(tip).id, pygit2.enums.SortMode.TOPOLOGICAL)
+    async def route_commits(self, tip: str, exclude: Sequence[str], route: str) -> list[RouteCommit]:
+        """The commits reachable from ``tip`` and from none of ``exclude``, parents first, each with its tree's
+        ``outside`` value for ``route`` (domain.RouteCommit)."""
+        walker = self.objects_db.walk(
+            self._commit(tip).id, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE
+        )
         for excluded in exclude:
             if excluded:
                 walker.hide(self._commit(excluded).id)
-        commits = []
-        for commit in walker:
-            sha = str(commit.id)
-            parents = [str(p) for p in commit.parent_ids] or [""]
-            commits.append(NewCommit(sha, tuple([tuple(await self.changed_paths(p, sha)) for p in parents])))
-        return commits
+        return [
+            RouteCommit(str(c.id), tuple(str(p) for p in c.parent_ids), _outside_route(c.tree, route)) for c in walker
+        ]
+
+    async def outside_of(self, rev: str, route: str) -> object:
+        return _outside_route(self._commit(rev).tree, route)
+
+    async def paths_outside(self, base: str, rev: str, route: str) -> tuple[list[str], list[str]]:
+        """The paths outside ``routes/<route>/`` that ``rev`` drops (``base`` has them, ``rev`` not) and that it adds or
+        changes, against ``base``."""
+        folder = f"routes/{route}/"
+        dropped, changed = [], []
+        for delta in self._commit(base).tree.diff_to_tree(self._commit(rev).tree).deltas:
+            path = delta.old_file.path if delta.status == pygit2.enums.DeltaStatus.DELETED else delta.new_file.path
+            if not path.startswith(folder):
+                (dropped if delta.status == pygit2.enums.DeltaStatus.DELETED else changed).append(path)
+        return dropped, list(dict.fromkeys(changed))
 
     async def tree_entries(self, rev: str, folder: str) -> list[tuple[str, str]]:
         """(mode, path) of every file, link and submodule under ``folder`` at ``rev``, recursively."""
@@ -201,15 +222,49 @@ class Objects:
             return []
         return [(f"{mode:06o}", path) for mode, path in _walk_tree(sub, prefix + "/" if prefix else "")]
 
-    async def read_file(self, rev: str, path: str) -> bytes | None:
+    def _entry(self, rev: str, path: str):
+        """The object at ``path`` in ``rev``'s tree, not yet read (pygit2 loads an entry's object on first use)."""
         found = self._get(rev)
         if found is None:
             return None
         try:
-            blob = found.peel(pygit2.Tree)[path]
+            return found.peel(pygit2.Tree)[path]
         except (KeyError, ValueError, pygit2.GitError):  # no such path, or the object has no tree
             return None
+
+    async def file_size(self, rev: str, path: str) -> int | None:
+        """The size of the file at ``path`` in ``rev`` from its object's header, without reading it; None when
+        there is no such file."""
+        entry = self._entry(rev, path)
+        if entry is None or entry.filemode not in (pygit2.enums.FileMode.BLOB, pygit2.enums.FileMode.BLOB_EXECUTABLE):
+            return None
+        return self.objects_db.odb.read_header(entry.id)[1]
+
+    async def read_file(self, rev: str, path: str) -> bytes | None:
+        blob = self._entry(rev, path)
         return blob.data if isinstance(blob, pygit2.Blob) else None
+
+
+def _pack_index_oids(idx: Path) -> list[str]:
+    """The object ids a pack index (version 2) lists: after the header, the fan-out table's last entry is the count,
+    and the sorted ids follow."""
+    data = idx.read_bytes()
+    count = int.from_bytes(data[8 + 255 * 4 : 8 + 256 * 4], "big")
+    start = 8 + 256 * 4
+    return [data[start + 20 * i : start + 20 * (i + 1)].hex() for i in range(count)]
+
+
+def _outside_route(tree: pygit2.Tree, route: str) -> tuple:
+    """What ``tree`` holds outside ``routes/<route>/``, as entry ids: equal for two trees exactly when they are equal
+    there (a missing routes/ and one holding only the route's folder count the same)."""
+    top = tuple((e.name, e.filemode, str(e.id)) for e in tree if not (e.name == "routes" and e.type_str == "tree"))
+    try:
+        routes = tree["routes"]
+    except KeyError:
+        return top, ()
+    if not isinstance(routes, pygit2.Tree):
+        return top, ()
+    return top, tuple((e.name, e.filemode, str(e.id)) for e in routes if e.name != route)
 
 
 def _walk_tree(tree: pygit2.Tree, prefix: str):
@@ -234,6 +289,7 @@ class Quarantine(Objects):
         )
         self.objects = objects
         self.packs_migrated = 0
+        self.new_objects: list[NewObject] = []  # filled by unbundle
 
     def open_objects(self) -> pygit2.Repository:
         """The repository's objects with this quarantine's as an alternate (read-only) object directory."""
@@ -252,12 +308,51 @@ class Quarantine(Objects):
         if missing:
             raise UnbundleError(f"the repository lacks these prerequisite commits: {' '.join(missing)}", True)
         pack = bundle[header.pack_offset :]
-        # --strict: fsck every object as receive-pack does, so that a malformed one (an empty or "../" tree entry
-        # name, a bad mode) is refused here, not met later by a reader that cannot parse it.
-        code, _, err = await self.git("index-pack", "--stdin", "--strict", "--fix-thin", stdin=pack, check=False)
+        code, _, err = await self.git("index-pack", "--stdin", "--fix-thin", FSCK_STRICT, stdin=pack, check=False)
         if code != 0:
             message = " ".join(line.strip() for line in err.splitlines() if line.strip())
             raise UnbundleError(message or f"git index-pack exited {code}", False)
+        self.new_objects = await self._reachable_new_objects([oid for oid, _ in header.refs])
+
+    async def _reachable_new_objects(self, tips: Sequence[str]) -> list[NewObject]:
+        """Every object the tips reach that no ref of the repository reaches, with its type and inflated size read
+        from its header (`git cat-file --batch-check` reads no object's content). `rev-list --objects` also fails
+        when one of them is missing, so a bundle that is not self-contained ends here."""
+        code, out, err = await self.git("rev-list", "--objects", *tips, "--not", "--all", check=False)
+        if code != 0:
+            first = next((line.strip() for line in err.splitlines() if line.strip()), f"git rev-list exited {code}")
+            raise UnbundleError(f"objects the bundle's tip reaches are missing: {first}", False)
+        # One line per object: git prints a path only up to its first newline (split on "\n" alone, as a name may
+        # hold any other line separator).
+        listed = [line.split(" ", 1) for line in out.decode("utf-8", "replace").split("\n") if line]
+        if not listed:
+            return []
+        query = "".join(f"{entry[0]}\n" for entry in listed).encode()
+        _, out, _ = await self.git("cat-file", "--batch-check=%(objectname) %(objecttype) %(objectsize)", stdin=query)
+        headers = [line.split(" ") for line in out.decode().split("\n") if line]
+        return [
+            NewObject(oid, kind, int(size), entry[1] if len(entry) > 1 else "")
+            for (oid, kind, size), entry in zip(headers, listed, strict=True)
+        ]
+
+    async def keep_only_reachable(self, repository: pygit2.Odb) -> int:
+        """Drop from the quarantine what the pushed tips do not reach (and the repository lacks): a pack may carry
+        any object, and unreferenced ones would stay in the hosted repository for good. Rewrites the pack only
+        when it holds such objects; returns how many were dropped."""
+        reachable = {o.oid for o in self.new_objects}
+        packs = sorted((self.objects / "pack").glob("*.idx"))
+        stray = [
+            oid for idx in packs for oid in _pack_index_oids(idx) if oid not in reachable and not repository.exists(oid)
+        ]
+        if not stray:
+            return 0
+        old_files = [p for p in (self.objects / "pack").iterdir() if p.is_file()]
+        if reachable:
+            query = "".join(f"{oid}\n" for oid in sorted(reachable)).encode()
+            await self.git("pack-objects", "-q", str(self.objects / "pack" / "pack"), stdin=query)
+        for path in old_files:
+            path.unlink()
+        return len(stray)
 
     def migrate(self) -> None:
         """Move the quarantined objects into the repository: loose objects first, then packs, each pack's index last
@@ -304,13 +399,20 @@ class HostedRepo(Objects):
                     shutil.rmtree(entry, ignore_errors=True)
 
     @asynccontextmanager
-    async def quarantine(self, bundle: bytes):
-        """The bundle's objects in a quarantine of their own for the duration of the block."""
+    async def quarantine(self, bundle: bytes, check_objects: Callable[[list[NewObject]], None] | None = None):
+        """The bundle's objects in a quarantine of their own for the duration of the block: checked by git
+        (FSCK_STRICT), then by ``check_objects`` (from their headers: types, sizes, paths) before anything reads
+        them, and without the objects its tip does not reach."""
         directory = self._spare_quarantines.pop() if self._spare_quarantines else self._new_quarantine()
         os.utime(directory)  # in use: another process's clear_quarantine leaves it alone
         try:
             quarantine = Quarantine(self.path, directory)
             await quarantine.unbundle(parse_bundle_header(bundle), bundle)
+            if check_objects is not None:
+                check_objects(quarantine.new_objects)
+            dropped = await quarantine.keep_only_reachable(self.objects_db.odb)
+            if dropped:
+                log.info("unreferenced pushed objects dropped", objects=dropped)
             yield quarantine
         finally:
             self._recycle_quarantine(directory)

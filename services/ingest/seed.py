@@ -1,7 +1,8 @@
 """Seed the hosted repository once (``python -m services.ingest.seed``, run by ``make up`` after the migrations).
 
-Idempotent: each step happens only when its result is missing. It ensures the principals ``curator`` (maintainer)
-and ``system:scheduler`` (the scheduler's service identity) with a token file each under KB_HOME (mode 600);
+Idempotent: each step happens only when its result is missing. It ensures the principals ``curator`` (maintainer),
+``system:scheduler`` (the scheduler's service identity) and ``system:web`` (the web board's, which reads the board
+and nothing else) with a token file each under KB_HOME (mode 600);
 commits ``main`` from the project's scienceslack.json, AGENTS.md, kernels/problems/*.py and checks/*; tags it
 ``checks`` (RulesApproved); and starts the route ``triton`` (owned by curator) with kernels/triton/*.py copied to
 routes/triton/ and, as curator's report (MetricsReported by a maintainer), metrics.json from the route's recorded
@@ -110,7 +111,9 @@ async def seed(ingest: Ingest, home: Path, project: Path = PROJECT) -> SeedRepor
     curator = await ensure_principal(ingest, CURATOR, domain.PERSON, events_pb2.ROLE_MAINTAINER, report)
     await ensure_principal(ingest, names.SCHEDULER, domain.SERVICE, events_pb2.ROLE_SIGNED_IN, report)
     await ensure_token(ingest, CURATOR, home / "curator.token", report)
+    await ensure_principal(ingest, names.WEB, domain.SERVICE, events_pb2.ROLE_SIGNED_IN, report)
     await ensure_token(ingest, names.SCHEDULER, home / "scheduler.token", report)
+    await ensure_token(ingest, names.WEB, home / "web.token", report)
     actor = Actor.of(curator)
 
     main = await store.ref_value(ingest.pool, domain.MAIN_REF)

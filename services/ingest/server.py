@@ -8,7 +8,7 @@ from services.common.config import ServerConfig, Settings
 from services.common.eventlog import EventLog
 from services.common.grpcserver import serve
 from services.common.logs import configure_logging
-from services.ingest.api import add_to_server
+from services.ingest.api import add_to_server, server_options
 from services.ingest.app import DEFAULT_MAX_BUNDLE_BYTES, Ingest
 from services.ingest.gitrepo import HostedRepo
 
@@ -47,8 +47,7 @@ async def main() -> None:
         metrics_port=config.metrics_port,
         pool=log.pool,
         on_stop=[ingest.stop, log.close],
-        # A unary Push carries the whole bundle in one message: let it reach the size check, which names the limit.
-        options=[("grpc.max_receive_message_length", limit + 1024 * 1024)],
+        options=server_options(limit),
     )
 
 

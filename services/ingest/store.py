@@ -77,8 +77,32 @@ async def set_ref_aside(conn, ref: str, sha: str, reason: str) -> bool:
     return True
 
 
-async def refs_set_aside(conn) -> int:
-    return await conn.fetchval("SELECT count(*) FROM ingest_refs_set_aside")
+async def set_route_aside(conn, route: str, reason: str) -> bool:
+    """Move a route's row to ingest_routes_set_aside; False when pull requests refer to it (it stays) or it is gone."""
+    async with conn.transaction():
+        if await conn.fetchval("SELECT 1 FROM ingest_pulls WHERE route = $1 LIMIT 1", route):
+            return False
+        row = await conn.fetchrow("DELETE FROM ingest_routes WHERE route = $1 RETURNING *", route)
+        if row is None:
+            return False
+        await conn.execute(
+            "INSERT INTO ingest_routes_set_aside (route, owner, started_by, base_sha, started_at, reason)"
+            " VALUES ($1, $2, $3, $4, $5, $6)",
+            route,
+            row["owner"],
+            row["started_by"],
+            row["base_sha"],
+            row["started_at"],
+            reason,
+        )
+    return True
+
+
+async def records_set_aside(conn) -> int:
+    """Ref and route rows set aside, all time."""
+    return await conn.fetchval(
+        "SELECT (SELECT count(*) FROM ingest_refs_set_aside) + (SELECT count(*) FROM ingest_routes_set_aside)"
+    )
 
 
 async def move_ref(conn: asyncpg.Connection, ref: str, old: str, new: str, actor: str) -> None:

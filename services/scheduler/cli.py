@@ -132,7 +132,7 @@ def list_jobs(args) -> int:
         for job in reply.jobs:
             print(
                 f"{job.job_id:>8}  {job.route:<14} {job.owner:<12} {job.state:<14} {job.reason:<14} "
-                f"{_elapsed(job.elapsed_s):>8}  {job.result_sha[:12]}"
+                f"{_elapsed(job.elapsed_s):>8}  {job.result_sha[:12] or ('not committed' if job.result_error else '')}"
             )
     return 0
 

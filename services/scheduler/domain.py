@@ -42,6 +42,7 @@ class PartitionLimits:
     mem_mb: int
     gpus: int
     default: bool = False
+    network: bool = False  # whether its jobs reach the network (limits.partitions.<p>.network; off by default)
 
     @property
     def def_mem_per_cpu_mb(self) -> int:
@@ -61,6 +62,7 @@ def partition_limits(approved: rules.Rules) -> dict[str, PartitionLimits]:
             mem_mb=partitions[name].mem_mb,
             gpus=partitions[name].gpus,
             default=name == ordered[0],
+            network=partitions[name].network,
         )
         for name in ordered
     }
@@ -119,27 +121,56 @@ def parse_gpu_count(text: str, option: str) -> int:
     return total
 
 
-# Options with a value, by every spelling; what they mean to the limit check.
-_OPTION_NAMES = {
-    "-t": "time",
-    "--time": "time",
-    "-c": "cpus_per_task",
-    "--cpus-per-task": "cpus_per_task",
-    "-n": "ntasks",
-    "--ntasks": "ntasks",
-    "-N": "nodes",
-    "--nodes": "nodes",
-    "--mem": "mem",
-    "--mem-per-cpu": "mem_per_cpu",
-    "-p": "partition",
-    "--partition": "partition",
-    "--gres": "gres",
-    "-G": "gpus",
-    "--gpus": "gpus",
-    "--gpus-per-node": "gpus",
-    "--gpus-per-task": "gpus",
+# Every long option of sbatch 22.05, so that an abbreviation sbatch would expand (getopt_long takes any unique
+# prefix: `--out` is `--output`) is named for what it is. Only the exact spellings of _ALLOWED pass.
+SBATCH_LONG_OPTIONS = frozenset(
+    """account acctg-freq array batch bb bbf begin chdir cluster-constraint clusters comment constraint container
+    contiguous core-spec cores-per-socket cpu-freq cpus-per-gpu cpus-per-task deadline delay-boot dependency
+    distribution error exclude exclusive export export-file extra-node-info get-user-env gid gpu-bind gpu-freq gpus
+    gpus-per-node gpus-per-socket gpus-per-task gres gres-flags help hint hold ignore-pbs input job-name
+    kill-on-invalid-dep licenses mail-type mail-user mcs-label mem mem-bind mem-per-cpu mem-per-gpu mincpus network
+    nice no-kill no-requeue nodefile nodelist nodes ntasks ntasks-per-core ntasks-per-gpu ntasks-per-node
+    ntasks-per-socket open-mode output overcommit oversubscribe parsable partition power priority profile propagate
+    qos quiet reboot requeue reservation signal sockets-per-node spread-job switches test-only thread-spec threads
+    threads-per-core time time-min tmp tres-per-task uid usage use-min-nodes verbose version wait wait-all-nodes
+    wckey wrap""".split()
+)
+# sbatch's short options: those that take a value, and flags.
+_SHORT_WITH_VALUE = {
+    "-a": "array", "-A": "account", "-b": "begin", "-c": "cpus-per-task", "-C": "constraint", "-d": "dependency",
+    "-D": "chdir", "-e": "error", "-F": "nodefile", "-G": "gpus", "-i": "input", "-J": "job-name", "-L": "licenses",
+    "-M": "clusters", "-m": "distribution", "-n": "ntasks", "-N": "nodes", "-o": "output", "-p": "partition",
+    "-q": "qos", "-S": "core-spec", "-t": "time", "-w": "nodelist", "-x": "exclude",
+}  # fmt: skip
+_SHORT_FLAGS = {"-H": "hold", "-k": "no-kill", "-O": "overcommit", "-Q": "quiet", "-s": "oversubscribe",
+                "-v": "verbose", "-W": "wait", "-h": "help", "-V": "version"}  # fmt: skip
+
+# What a job script may ask for, by canonical name: True takes a value, False is a flag. Everything else is refused.
+_ALLOWED = {
+    "time": True, "cpus-per-task": True, "ntasks": True, "nodes": True, "mem": True, "mem-per-cpu": True,
+    "partition": True, "gres": True, "gpus": True, "gpus-per-node": True, "gpus-per-task": True,
+    "job-name": True, "comment": True, "output": True, "error": True, "input": True, "chdir": True,
+    "open-mode": True, "signal": True, "quiet": False, "verbose": False, "no-requeue": False,
+    "array": True,  # read so that the partition can refuse it by name (no partition allows arrays)
+}  # fmt: skip
+# What the limit check calls each resource option.
+_RESOURCE_KEYS = {
+    "time": "time", "cpus-per-task": "cpus_per_task", "ntasks": "ntasks", "nodes": "nodes", "mem": "mem",
+    "mem-per-cpu": "mem_per_cpu", "partition": "partition", "gres": "gres", "gpus": "gpus",
+    "gpus-per-node": "gpus", "gpus-per-task": "gpus",
+}  # fmt: skip
+# Options refused for a reason of their own; the rest of sbatch's are refused as "not among the options jobs use".
+_REFUSED_BECAUSE = {
+    "uid": "jobs run as the cluster's job user; a script may not choose who runs it",
+    "gid": "jobs run as the cluster's job user; a script may not choose its group",
+    "export": "jobs get a fixed, clean environment; the scheduler's is never passed on",
+    "export-file": "jobs get a fixed, clean environment; the scheduler's is never passed on",
+    "get-user-env": "jobs get a fixed, clean environment; the scheduler's is never passed on",
+    "hold": "holds are the scheduler's (outsiders' jobs are held for a maintainer)",
+    "wrap": "the job is the pushed script itself",
 }
-_SHORT_WITH_VALUE = {"-t", "-c", "-n", "-N", "-p", "-G", "-o", "-e", "-J", "-A", "-q", "-D", "-w", "-x", "-C", "-d"}
+# Options whose value is a path: it must stay inside the job directory.
+PATH_OPTIONS = ("chdir", "output", "error", "input")
 
 
 def sbatch_directives(script: str) -> list[str]:
@@ -161,25 +192,107 @@ def sbatch_directives(script: str) -> list[str]:
     return args
 
 
-def directive_values(args: list[str]) -> dict[str, str]:
-    """The last value given for each resource option the limit check cares about."""
-    values: dict[str, str] = {}
+def _canonical_long(name: str) -> str:
+    """The sbatch option a long spelling means, or DirectiveError naming the spelling when it is an abbreviation
+    (which sbatch would expand) or unknown."""
+    bare = name[2:]
+    if bare in SBATCH_LONG_OPTIONS:
+        return bare
+    matches = sorted(option for option in SBATCH_LONG_OPTIONS if option.startswith(bare)) if bare else []
+    if len(matches) == 1:
+        raise DirectiveError(f"#SBATCH {name}: an abbreviation of --{matches[0]}; write options in full")
+    if matches:
+        raise DirectiveError(
+            f"#SBATCH {name}: an ambiguous abbreviation ({', '.join('--' + m for m in matches[:6])}); "
+            "write options in full"
+        )
+    raise DirectiveError(f"#SBATCH {name}: not an sbatch option")
+
+
+def judged_options(args: list[str]) -> list[tuple[str, str | None]]:
+    """The script's directives as (canonical option, value) in order, each one judged: an option a job may not use,
+    an abbreviation, an unknown option or a stray word is a DirectiveError that names it and the rule."""
+    options: list[tuple[str, str | None]] = []
     index = 0
+
+    def value_after(spelling: str) -> str:
+        nonlocal index
+        if index + 1 >= len(args):
+            raise DirectiveError(f"#SBATCH {spelling}: missing its value")
+        index += 1
+        return args[index]
+
     while index < len(args):
         arg = args[index]
-        name, value = arg, None
-        if arg.startswith("--") and "=" in arg:
-            name, value = arg.split("=", 1)
-        elif arg.startswith("-") and not arg.startswith("--") and len(arg) > 2:
-            name, value = arg[:2], arg[2:]
-        elif arg in _OPTION_NAMES or arg in _SHORT_WITH_VALUE:
-            if index + 1 >= len(args):
-                raise DirectiveError(f"#SBATCH {arg}: missing its value")
-            value = args[index + 1]
-            index += 1
+        if arg.startswith("--") and len(arg) > 2:
+            spelling, has_value, inline = arg.partition("=")
+            option = _canonical_long(spelling)
+            _check_allowed(option, spelling)
+            if _ALLOWED[option]:
+                options.append((option, inline if has_value else value_after(spelling)))
+            elif has_value:
+                raise DirectiveError(f"#SBATCH {arg}: --{option} takes no value")
+            else:
+                options.append((option, None))
+        elif arg.startswith("-") and len(arg) > 1 and not arg.startswith("--"):
+            # getopt's clusters: flags may run together (-Qv), and a value may follow its letter (-c2, -o/tmp/x).
+            position = 1
+            while position < len(arg):
+                letter = "-" + arg[position]
+                if letter in _SHORT_WITH_VALUE:
+                    option = _SHORT_WITH_VALUE[letter]
+                    _check_allowed(option, letter)
+                    rest = arg[position + 1 :]
+                    options.append((option, rest if rest else value_after(letter)))
+                    break
+                if letter in _SHORT_FLAGS:
+                    option = _SHORT_FLAGS[letter]
+                    _check_allowed(option, letter)
+                    options.append((option, None))
+                    position += 1
+                    continue
+                raise DirectiveError(f"#SBATCH {letter}: not an sbatch option")
+        else:
+            raise DirectiveError(f"#SBATCH {arg!r}: not an option (a directive holds options only)")
         index += 1
-        if name in _OPTION_NAMES and value is not None:
-            values[_OPTION_NAMES[name]] = value
+    return options
+
+
+def _check_allowed(option: str, spelling: str) -> None:
+    named = f"#SBATCH {spelling}" if spelling == f"--{option}" else f"#SBATCH {spelling} (--{option})"
+    if option in _REFUSED_BECAUSE:
+        raise DirectiveError(f"{named}: not allowed: {_REFUSED_BECAUSE[option]}")
+    if option not in _ALLOWED:
+        allowed = ", ".join(f"--{name}" for name in sorted(_ALLOWED))
+        raise DirectiveError(f"{named}: not among the options jobs may use here ({allowed})")
+
+
+def job_relative_path(option: str, value: str) -> str:
+    """A path option's value, checked to stay inside the job directory: relative, without '..' or '~', no
+    backslash (Slurm's escape); DirectiveError naming the option and the rule otherwise."""
+    parts = value.split("/")
+    if (
+        not value
+        or value.startswith(("/", "~"))
+        or ".." in parts
+        or "\\" in value
+        or any(ord(char) < 32 for char in value)
+    ):
+        raise DirectiveError(
+            f"#SBATCH --{option}={value}: must be a path inside the job directory (relative to the script's "
+            "folder, without '..', '~' or '\\')"
+        )
+    return value
+
+
+def directive_values(args: list[str]) -> dict[str, str]:
+    """The last value given for each resource option the limit check cares about (every option judged first)."""
+    values: dict[str, str] = {}
+    for option, value in judged_options(args):
+        if option in _RESOURCE_KEYS and value is not None:
+            values[_RESOURCE_KEYS[option]] = value
+        elif option == "array":
+            values["array"] = value or ""
     return values
 
 
@@ -192,6 +305,11 @@ def resolve_resources(script: str, limits: dict[str, PartitionLimits]) -> events
     if partition_name not in limits:
         raise DirectiveError(f"--partition={partition_name}: no such partition (have: {', '.join(sorted(limits))})")
     partition = limits[partition_name]
+    if "array" in values:
+        raise DirectiveError(
+            f"#SBATCH --array={values['array']}: partition {partition.name} allows no job arrays (one job, one "
+            f"directory, one result: limits.partitions.{partition.name})"
+        )
     nodes = values.get("nodes", "1")
     if nodes not in {"1", "1-1"}:
         raise DirectiveError(f"--nodes={nodes}: the cluster has one node")
@@ -258,6 +376,75 @@ def check_script(script: str, limits: dict[str, PartitionLimits]) -> events_pb2.
     if problems := limit_violations(resources, limits):
         raise DirectiveError("; ".join(problems))
     return resources
+
+
+MAX_SCRIPT_BYTES = 1024 * 1024
+
+
+def script_text(data: bytes) -> str:
+    """A job script's text: refused clearly when it is empty, binary, not UTF-8, has CRLF line ends (bash would
+    run `cmd\\r`), or has no `#!` line (sbatch's own rule: the interpreter comes from the first line)."""
+    if not data.strip():
+        raise DirectiveError("the script is empty")
+    if len(data) > MAX_SCRIPT_BYTES:
+        raise DirectiveError(f"the script is {len(data)} bytes; at most {MAX_SCRIPT_BYTES} are taken")
+    if b"\0" in data:
+        raise DirectiveError("the script is binary (it holds NUL bytes); a job script is text")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise DirectiveError(f"the script is not UTF-8 text (byte {err.start})") from None
+    if "\r" in text:
+        line = text[: text.index("\r")].count("\n") + 1
+        raise DirectiveError(f"line {line}: CRLF or CR line ends; save the script with LF line ends (dos2unix)")
+    if not text.startswith("#!"):
+        raise DirectiveError("the first line must be #! and the interpreter (e.g. #!/bin/bash), as sbatch requires")
+    return text
+
+
+def interpreter(text: str) -> tuple[str, ...]:
+    """The command of the script's #! line as the kernel reads it: an absolute path and at most one argument."""
+    line = text.split("\n", 1)[0][2:].strip()
+    program, _, argument = line.partition(" ")
+    argument = argument.strip()
+    if not program.startswith("/"):
+        raise DirectiveError(f"line 1: #!{line}: the interpreter must be an absolute path (e.g. #!/bin/bash)")
+    return (program, argument) if argument else (program,)
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    """What a judged script becomes: its resources, the options passed to sbatch (canonical spellings, path
+    options apart), its path options relative to the script's folder, and the command that runs it."""
+
+    resources: events_pb2.JobResources
+    options: tuple[str, ...]
+    paths: dict[str, str]
+    interpreter: tuple[str, ...]
+
+
+def plan_job(text: str, limits: dict[str, PartitionLimits]) -> JobPlan:
+    """The plan for a job script's text, every directive judged; DirectiveError naming the option and the rule."""
+    resources = check_script(text, limits)
+    options: list[str] = []
+    paths: dict[str, str] = {}
+    for option, value in judged_options(sbatch_directives(text)):
+        if option in PATH_OPTIONS:
+            paths[option] = job_relative_path(option, value or "")
+        elif option in {"partition", "job-name"}:
+            continue  # the partition goes from the resources; the job's name is the scheduler's
+        elif value is None:
+            options.append(f"--{option}")
+        else:
+            if any(ord(char) < 32 for char in value):
+                raise DirectiveError(f"#SBATCH --{option}: control characters in its value")
+            options.append(f"--{option}={value}")
+    return JobPlan(
+        resources=resources,
+        options=(f"--partition={resources.partition}", *options),
+        paths=paths,
+        interpreter=interpreter(text),
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -371,13 +558,19 @@ class JobView:
     cpu_seconds: float = 0.0
     result_ref: str = ""
     result_sha: str = ""
+    result_error: str = ""  # why nothing was committed; as final as a result_sha
     excluded: tuple[str, ...] = field(default_factory=tuple)
     submitted_at: float = 0.0  # seconds since the epoch, for the held-age metric
     finished_at: float = 0.0  # also the result commit's date, so that a rebuilt commit has the same sha
 
     @property
+    def settled(self) -> bool:
+        """Ended, and its result committed or refused for good: nothing more will happen to it."""
+        return self.finished and bool(self.result_sha or self.result_error)
+
+    @property
     def needs_result(self) -> bool:
-        return self.finished and not self.result_sha
+        return self.finished and not self.settled
 
 
 def fold(view: JobView, event: events_pb2.Event) -> JobView:
@@ -420,7 +613,13 @@ def fold(view: JobView, event: events_pb2.Event) -> JobView:
             finished_at=event.occurred_at.ToSeconds(),
         )
     if kind == "job_result_committed":
-        return replace(view, result_ref=payload.ref, result_sha=payload.sha, excluded=tuple(payload.excluded))
+        return replace(
+            view,
+            result_ref=payload.ref,
+            result_sha=payload.sha,
+            result_error=payload.not_committed,
+            excluded=tuple(payload.excluded),
+        )
     return view
 
 
@@ -441,6 +640,7 @@ def job_message(view: JobView) -> scheduler_pb2.Job:
         cpu_seconds=view.cpu_seconds,
         result_ref=view.result_ref,
         result_sha=view.result_sha,
+        result_error=view.result_error,
         resources=view.resources,
         work_dir=view.work_dir,
         signal=view.signal,

@@ -3,6 +3,11 @@
 import grpc
 from kernelboard.v1 import ingest_pb2, ingest_pb2_grpc
 
+from services.scheduler.jobdir import ResultRejected
+
+# Ingest's answers about the result itself: pushing the same bundle again would get the same answer.
+_FINAL = {grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.FAILED_PRECONDITION}
+
 
 class IngestPusher:
     def __init__(self, address: str, token: str, *, timeout_s: float = 120.0):
@@ -21,5 +26,9 @@ class IngestPusher:
                     timeout=self.timeout_s,
                 )
             except grpc.aio.AioRpcError as err:
+                if err.code() in _FINAL:
+                    raise ResultRejected(
+                        f"ingest refused the result: {err.code().name}: {err.details()}; nothing committed"
+                    ) from None
                 raise RuntimeError(f"ingest Push {ref} at {self.address}: {err.code().name}: {err.details()}") from None
         return reply.sha

@@ -22,13 +22,20 @@ from kernelboard.v1 import events_pb2
 
 from contracts import access, names, rules
 from contracts.refusals import Refusal
-from services.common import metrics
+from services.common import metrics, sandbox
 from services.common.eventlog import ConcurrencyConflict, NewEvent
 from services.common.logs import bind_ids, get_logger
 from services.common.setaside import SetAside
 from services.scheduler import domain
 from services.scheduler.domain import JobView
-from services.scheduler.jobdir import GitError, HostedRepo
+from services.scheduler.jobdir import (
+    GitError,
+    HostedRepo,
+    ResultRejected,
+    ScriptError,
+    hand_over,
+    placement,
+)
 from services.scheduler.slurm import Slurm, SlurmError
 
 log = get_logger(component="scheduler")
@@ -40,11 +47,26 @@ OLDEST_HELD_AGE = metrics.gauge(
 )
 SBATCH_SECONDS = metrics.histogram("kb_scheduler_sbatch_seconds", "sbatch (and admin hold) latency.")
 POLL_ERRORS = metrics.counter("kb_scheduler_poll_errors_total", "sacct/squeue polls that failed (jobs left unknown).")
+SUBMIT_REFUSALS = metrics.counter(
+    "kb_scheduler_submit_refusals_total",
+    "Job submissions refused, by gRPC status (UNAVAILABLE: the Slurm controller did not answer).",
+    ("code",),
+)
+RESULTS_NOT_COMMITTED = metrics.counter(
+    "kb_scheduler_results_not_committed_total", "Finished jobs whose directory was refused for good (result limit)."
+)
 RESULT_ERRORS = metrics.counter(
     "kb_scheduler_result_commit_errors_total", "Attempts to commit a finished job's directory that failed."
 )
 
 _SHA = re.compile(r"^[0-9a-f]{40}$")
+
+
+def _slurm_refusal(err: SlurmError, what: str) -> Refusal:
+    """Slurm turned a release or cancel down (the job's state there forbids it), or did not answer."""
+    if err.refused:
+        return Refusal("FAILED_PRECONDITION", "slurm_refused", f"{what}: {err}")
+    return Refusal("UNAVAILABLE", "slurm_unavailable", f"{what}: {err}")
 
 
 class ResultPusher(Protocol):
@@ -57,12 +79,16 @@ class SchedulerConfig:
     home: Path
     rules_path: Path | None = None  # used while the hosted repository has no tag `checks`
     max_result_file_bytes: int = 10 * 1024 * 1024
+    max_result_bytes: int = 64 * 1000 * 1000
     poll_base_s: float = 1.0
     poll_max_s: float = 30.0
+    job_user: str = "kb-job"  # who Slurm runs jobs as (sbatch --uid); never root; "": the scheduler's own uid
+    jobs_root: Path | None = None  # default $KB_HOME/jobs; every folder above it must let the job user pass
+    hidden: tuple[str, ...] = ()  # more host directories jobs must not see (Slurm's spool and state)
 
     @property
     def jobs_dir(self) -> Path:
-        return self.home / "jobs"
+        return self.jobs_root or self.home / "jobs"
 
     @property
     def repo_dir(self) -> Path:
@@ -178,7 +204,7 @@ class JobService:
         view = self.get(job_id)
         while True:
             yield view
-            if view.finished and view.result_sha:
+            if view.settled:
                 return
             async with self._changed:
                 await self._changed.wait_for(lambda seen=view.version: self.jobs[job_id].version != seen)
@@ -187,6 +213,13 @@ class JobService:
     # -- requests ---------------------------------------------------------------------------------------------------
 
     async def submit(self, principal, ref: str, sha: str, script_path: str) -> JobView:
+        try:
+            return await self._submit(principal, ref, sha, script_path)
+        except Refusal as err:
+            SUBMIT_REFUSALS.labels(code=err.code).inc()
+            raise
+
+    async def _submit(self, principal, ref: str, sha: str, script_path: str) -> JobView:
         try:
             route = domain.route_of_ref(ref)
         except ValueError as err:
@@ -211,35 +244,66 @@ class JobService:
                 "commit_not_on_route",
                 f"commit {sha[:12]} is not on {full_ref}: `kb push` it first",
             )
-        script = await self.repo.read_file(sha, script_path)
+        try:
+            script = await self.repo.read_script(sha, script_path)
+        except ScriptError as err:
+            raise Refusal("INVALID_ARGUMENT", "not_a_script", str(err)) from None
         if script is None:
             raise Refusal("NOT_FOUND", "no_script", f"no file {script_path!r} in commit {sha[:12]}")
+        limits = await self._limits()
         try:
-            resources = domain.check_script(script.decode(errors="replace"), await self._limits())
+            plan = domain.plan_job(domain.script_text(script), limits)
         except domain.DirectiveError as err:
             raise Refusal("INVALID_ARGUMENT", "bad_directives", f"{script_path}: {err}") from None
+        resources = plan.resources
         held = access.held(actor)
 
-        number, work_dir = await self._new_work_dir()
+        number, box = await self._new_work_dir()
+        work_dir = box / "work"
         try:
+            work_dir.mkdir(mode=0o700)
             await self.repo.export(sha, work_dir)
-            started = time.perf_counter()
             # The submit directory is the script's own folder, as if its owner ran sbatch there in a clone.
-            script_file = work_dir / script_path
+            folder = str(Path(script_path).parent)
+            chdir, placed = placement(work_dir, folder, plan.paths)
+            if self.config.job_user:
+                hand_over(work_dir, self.config.job_user)
+            batch = box / "batch.sh"
+            batch.write_text(
+                sandbox.job_batch_script(
+                    box=box,
+                    workdir=str(chdir.relative_to(work_dir.resolve())),
+                    command=[*plan.interpreter, f"{sandbox.INNER_ROOT}/work/{script_path}"],
+                    hidden=self._hidden_from_jobs(),
+                    network=limits[resources.partition].network,
+                    cpu_seconds=resources.time_limit_s * max(resources.cpus, 1) + 60,
+                    label=f"{self.config.deployment}-{number}",
+                )
+            )
+            batch.chmod(0o600)
+            started = time.perf_counter()
             job_id = await self.slurm.submit(
-                str(script_file),
-                str(script_file.parent),
+                str(batch),
+                str(chdir),
                 job_name=f"kb-{self.config.deployment}-{number}",
                 hold=held,
+                user=self.config.job_user or None,
+                options=[*plan.options, *(f"--{option}={path}" for option, path in placed.items())],
             )
             SBATCH_SECONDS.observe(time.perf_counter() - started)
-        except (SlurmError, GitError) as err:
-            shutil.rmtree(work_dir, ignore_errors=True)
-            if isinstance(err, SlurmError) and err.refused:
-                raise Refusal(
-                    "INVALID_ARGUMENT", "sbatch_refused", f"{script_path}: sbatch refused the job: {err}"
-                ) from None
-            raise Refusal("UNAVAILABLE", "slurm_unavailable", f"could not prepare or submit the job: {err}") from None
+        except domain.DirectiveError as err:
+            shutil.rmtree(box, ignore_errors=True)
+            raise Refusal("INVALID_ARGUMENT", "bad_directives", f"{script_path}: {err}") from None
+        except SlurmError as err:
+            shutil.rmtree(box, ignore_errors=True)
+            if err.refused:
+                raise Refusal(err.code, "sbatch_refused", f"{script_path}: sbatch refused the job: {err}") from None
+            raise Refusal("UNAVAILABLE", "slurm_unavailable", f"the Slurm controller did not answer: {err}") from None
+        except (GitError, OSError) as err:
+            shutil.rmtree(box, ignore_errors=True)
+            raise Refusal(
+                "FAILED_PRECONDITION", "job_dir_failed", f"could not prepare the job directory: {err}"
+            ) from None
 
         with bind_ids(job_id=job_id, route=route, sha=sha):
             submitted = events_pb2.JobSubmitted(
@@ -284,7 +348,7 @@ class JobService:
             try:
                 await self.slurm.release(job_id)
             except SlurmError as err:
-                raise Refusal("UNAVAILABLE", "slurm_unavailable", f"could not release job {job_id}: {err}") from None
+                raise _slurm_refusal(err, f"could not release job {job_id}") from None
             with bind_ids(job_id=job_id):
                 log.info("job released", released_by=principal.name)
             released = events_pb2.JobReleased(job_id=job_id, released_by=principal.name)
@@ -300,7 +364,7 @@ class JobService:
         try:
             await self.slurm.cancel(job_id)
         except SlurmError as err:
-            raise Refusal("UNAVAILABLE", "slurm_unavailable", f"could not cancel job {job_id}: {err}") from None
+            raise _slurm_refusal(err, f"could not cancel job {job_id}") from None
         with bind_ids(job_id=job_id):
             log.info("job cancel requested", cancelled_by=principal.name)
         return view  # JobFinished(CANCELLED) follows from the next poll
@@ -344,6 +408,10 @@ class JobService:
                 try:
                     await self._commit_result(view.job_id)
                     self._result_retry.pop(view.job_id, None)
+                except ResultRejected as err:  # the job's own doing: final, recorded, never retried
+                    RESULTS_NOT_COMMITTED.inc()
+                    await self._reject_result(view.job_id, str(err))
+                    self._result_retry.pop(view.job_id, None)
                 except (GitError, OSError, RuntimeError) as err:
                     RESULT_ERRORS.inc()
                     delay = domain.poll_delay(attempts, base_s=1.0, max_s=60.0)
@@ -366,6 +434,7 @@ class JobService:
                 job_id,
                 message,
                 max_file_bytes=self.config.max_result_file_bytes,
+                max_result_bytes=self.config.max_result_bytes,
                 date=int(view.finished_at),
             )
             # A push that landed before a restart built this same commit (same tree, same date): don't push twice.
@@ -384,6 +453,13 @@ class JobService:
             )
             await self._append_decided(job_id, lambda v: [committed] if v.needs_result else None, names.SCHEDULER)
             log.info("job result committed", ref=ref, result_sha=result.sha, excluded=len(result.excluded))
+
+    async def _reject_result(self, job_id: str, reason: str) -> None:
+        async with self._lock(job_id):
+            view = self.jobs[job_id]
+            rejected = events_pb2.JobResultCommitted(job_id=job_id, parent=view.sha, not_committed=reason)
+            await self._append_decided(job_id, lambda v: [rejected] if v.needs_result else None, names.SCHEDULER)
+            log.warning("job result not committed", reason=reason)
 
     async def cancel_orphans(self) -> list[str]:
         """Cancel this deployment's Slurm jobs the log does not know (sbatch ran, then the scheduler died before
@@ -442,13 +518,20 @@ class JobService:
         except rules.RulesError as err:
             raise Refusal("FAILED_PRECONDITION", "bad_rules", f"scienceslack.json: {err}") from None
 
+    def _hidden_from_jobs(self) -> list[str]:
+        """What a job must not see even read-only: KB_HOME (tokens, the hosted repository), every job directory but
+        its own, and Slurm's state (other jobs' scripts)."""
+        return list(dict.fromkeys([str(self.config.home), str(self.config.jobs_dir), *self.config.hidden]))
+
     async def _new_work_dir(self) -> tuple[int, Path]:
-        self.config.jobs_dir.mkdir(parents=True, exist_ok=True)
+        """A fresh job directory: root's, mode 0711 (the job user may pass through to its work/, nothing more)."""
+        self.config.jobs_dir.mkdir(mode=0o711, parents=True, exist_ok=True)
         while True:
             number = await self.log.pool.fetchval("SELECT nextval('scheduler_job_dir_seq')")
             work_dir = self.config.jobs_dir / str(number)
             try:
-                work_dir.mkdir()
+                work_dir.mkdir(mode=0o711)
+                work_dir.chmod(0o711)  # whatever the umask
                 return number, work_dir
             except FileExistsError:
                 continue  # left by an earlier database on the same KB_HOME

@@ -2,6 +2,7 @@
 
 import asyncio
 import os
+import pwd
 from datetime import timedelta
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from services.common.grpcserver import serve
 from services.common.logs import configure_logging, get_logger
 from services.scheduler.domain import job_message
 from services.scheduler.ingest_client import IngestPusher
-from services.scheduler.jobdir import HostedRepo
+from services.scheduler.jobdir import HostedRepo, closed_folder, default_jobs_dir
 from services.scheduler.jobs import JobService, SchedulerConfig
 from services.scheduler.slurm import Slurm
 
@@ -92,12 +93,63 @@ async def scheduler_token(event_log: EventLog, settings: Settings) -> str:
 
 def config_from_env(settings: Settings) -> SchedulerConfig:
     rules = os.environ.get("KB_RULES", str(REPO_ROOT / "scienceslack.json"))
+    jobs_root = os.environ.get("KB_JOBS_DIR")
+    # As root the scheduler submits with sbatch --uid=<job user>; otherwise (a container) jobs run as its own uid on
+    # the Slurm nodes, which must be the job user there (deploy/k8s/README.md), and KB_JOB_USER is empty.
+    job_user = os.environ.get("KB_JOB_USER", "kb-job" if os.getuid() == 0 else "")
     return SchedulerConfig(
         home=settings.home,
         rules_path=Path(rules) if Path(rules).exists() else None,
         max_result_file_bytes=int(os.environ.get("KB_JOB_RESULT_MAX_FILE_BYTES", 10 * 1024 * 1024)),
+        max_result_bytes=int(os.environ.get("KB_JOB_RESULT_MAX_BYTES", 64 * 1000 * 1000)),
         poll_base_s=float(os.environ.get("KB_SCHEDULER_POLL_S", "1")),
+        job_user=job_user,
+        jobs_root=Path(jobs_root) if jobs_root else default_jobs_dir(settings.home),
+        hidden=slurm_state_dirs(settings.slurm_conf),
     )
+
+
+def slurm_state_dirs(slurm_conf: str | None) -> tuple[str, ...]:
+    """Slurm's spool and controller state (every job's script lies there), read from slurm.conf: hidden from jobs."""
+    if not slurm_conf or not Path(slurm_conf).is_file():
+        return ()
+    dirs = []
+    for line in Path(slurm_conf).read_text().splitlines():
+        key, _, value = line.partition("=")
+        if key.strip().lower() in {"slurmdspooldir", "statesavelocation"} and value.strip():
+            dirs.append(value.split("#", 1)[0].strip())
+    return tuple(dirs)
+
+
+def check_job_user(config: SchedulerConfig) -> None:
+    """Refuse to start when jobs could not run as an unprivileged user of their own, or could not reach their
+    directories: better no scheduler than jobs run as root."""
+    if os.getuid() != 0:
+        if config.job_user and config.job_user != pwd.getpwuid(os.getuid()).pw_name:
+            raise SystemExit(
+                f"scheduler: KB_JOB_USER={config.job_user} needs root (sbatch --uid); not root, jobs run as this "
+                "process's uid on the Slurm nodes: set KB_JOB_USER= (empty) and make that uid the job user there"
+            )
+        log.info("jobs run as this process's uid on the Slurm nodes", uid=os.getuid())
+        return
+    if not config.job_user:
+        raise SystemExit("scheduler: running as root, KB_JOB_USER must name the job user (default kb-job)")
+    try:
+        entry = pwd.getpwnam(config.job_user)
+    except KeyError:
+        raise SystemExit(
+            f"scheduler: the job user {config.job_user!r} (KB_JOB_USER) does not exist; `make up` creates it "
+            "(deploy/local/slurm/up.sh)"
+        ) from None
+    if entry.pw_uid == 0 or entry.pw_uid == os.getuid():
+        raise SystemExit(f"scheduler: the job user {config.job_user!r} must be neither root nor the scheduler's user")
+    config.jobs_dir.mkdir(mode=0o711, parents=True, exist_ok=True)
+    config.jobs_dir.chmod(0o711)
+    if blocked := closed_folder(config.jobs_dir):
+        raise SystemExit(
+            f"scheduler: the job user cannot reach {config.jobs_dir} ({blocked} is mode "
+            f"{blocked.stat().st_mode & 0o777:o}); set KB_JOBS_DIR to a folder whose parents others may pass"
+        )
 
 
 async def main() -> None:
@@ -106,6 +158,7 @@ async def main() -> None:
     server_config = ServerConfig.from_env("scheduler")
     event_log = await EventLog.connect(settings.database_url, **server_config.pool_options())
     config = config_from_env(settings)
+    check_job_user(config)
     jobs = JobService(
         event_log,
         Slurm(settings.slurm_conf),

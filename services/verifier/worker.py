@@ -9,29 +9,28 @@ other hosts) sharing the one queue.
 import asyncio
 import contextlib
 import os
-import shutil
 import signal
 import socket
-import subprocess
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import asyncpg
 
+from contracts.metrics import MAX_BYTES as MAX_METRICS_BYTES
 from services.common import metrics
 from services.common.config import ServerConfig, Settings
 from services.common.eventlog import EventLog
 from services.common.logs import bind_ids, configure_logging, get_logger
+from services.common.sandbox import Box, Sandbox, SandboxConfig, isolation_available, read_result_file
 from services.verifier import domain
 from services.verifier.domain import CheckItem, RunOutcome, Verdict
 from services.verifier.hostedrepo import HostedRepoReader, RepoError
 from services.verifier.queue import CheckQueue, Claim
-from services.verifier.sandbox import Box, Sandbox, SandboxConfig, isolation_available
+from services.verifier.slots import Slot, check_env, detect_slots
 
-CODE_ROOT = Path(__file__).resolve().parents[2]  # the harness the check script runs is this installation's
 CHECK_BUCKETS = (1, 5, 10, 20, 30, 60, 90, 120, 180, 300, 600, 900, 1800, 3600)
 TRANSIENT = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError)
 
@@ -42,48 +41,11 @@ QUEUE_DEPTH = metrics.gauge("kb_verifier_queue_depth", "Checks waiting for a wor
 CHECKS_TOTAL = metrics.counter("kb_verifier_checks_total", "Checks completed, by result.", ("result",))
 FAILURES_TOTAL = metrics.counter("kb_verifier_failures_total", "Failed checks, by reason.", ("reason",))
 RUNNING = metrics.gauge("kb_verifier_checks_running", "Checks running in this process now.")
+NOT_ISOLATED = metrics.counter(
+    "kb_verifier_sandbox_not_isolated_total", "Check runs without network/mount isolation (unshare unavailable)."
+)
 
 log = get_logger()
-
-
-@dataclass(frozen=True)
-class Slot:
-    """Where a worker runs its checks: the device, the harness's shapes, and the environment that pins it."""
-
-    name: str
-    device: str  # cpu | cuda
-    shapes: str  # smoke | full
-    env: Mapping[str, str] = field(default_factory=dict)
-
-
-def gpu_indices() -> list[str]:
-    if shutil.which("nvidia-smi") is None:
-        return []
-    try:
-        done = subprocess.run(
-            ["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"], capture_output=True, text=True, timeout=20
-        )
-    except (OSError, subprocess.SubprocessError):
-        return []
-    return [line.strip() for line in done.stdout.splitlines() if line.strip()] if done.returncode == 0 else []
-
-
-def detect_slots(environ: Mapping[str, str]) -> list[Slot]:
-    """KB_VERIFIER_DEVICE (cpu|cuda; default cuda when nvidia-smi lists a GPU), KB_VERIFIER_GPUS (e.g. "0,1"; default
-    every GPU), KB_VERIFIER_SHAPES (default full on a GPU, smoke on the CPU)."""
-    gpus = [g for g in environ.get("KB_VERIFIER_GPUS", "").split(",") if g.strip()] or gpu_indices()
-    device = environ.get("KB_VERIFIER_DEVICE") or ("cuda" if gpus else "cpu")
-    if device not in ("cpu", "cuda"):
-        raise ValueError(f"KB_VERIFIER_DEVICE must be cpu or cuda, not {device!r}")
-    if device == "cuda" and not gpus:
-        raise ValueError("KB_VERIFIER_DEVICE=cuda but no GPU found (nvidia-smi) and KB_VERIFIER_GPUS unset")
-    shapes = environ.get("KB_VERIFIER_SHAPES") or ("full" if device == "cuda" else "smoke")
-    if shapes not in ("full", "smoke"):
-        raise ValueError(f"KB_VERIFIER_SHAPES must be full or smoke, not {shapes!r}")
-    if device == "cpu":
-        # Triton kernels run in its interpreter on a CPU-only verifier.
-        return [Slot("cpu", "cpu", shapes, {"TRITON_INTERPRET": "1"})]
-    return [Slot(f"gpu{g.strip()}", "cuda", shapes, {"CUDA_VISIBLE_DEVICES": g.strip()}) for g in gpus]
 
 
 @dataclass(frozen=True)
@@ -255,39 +217,36 @@ class Worker:
             return RunOutcome(domain.EXIT_COULD_NOT_RUN, False, time.monotonic() - started, None, why)
         route_dir = f"routes/{item.route}"
         metrics_path = box.inner_path("out", item.metrics_file)
-        return await self.sandbox.run(
+        if not self.config.sandbox.isolate:
+            NOT_ISOLATED.inc()
+        finished = await self.sandbox.run(
             box,
-            item.script,
-            [route_dir, metrics_path],
+            ["bash", item.script, route_dir, metrics_path],
             self.script_env(item, box, route_dir, metrics_path),
             time_limit_s=item.time_limit_s,
-            metrics_file=item.metrics_file,
+        )
+        metrics_text, metrics_error = read_result_file(box.path / "out" / item.metrics_file, MAX_METRICS_BYTES)
+        return RunOutcome(
+            exit_code=finished.exit_code,
+            timed_out=finished.timed_out,
+            duration_s=finished.duration_s,
+            metrics_text=metrics_text,
+            output_tail=finished.output_tail,
+            metrics_error=metrics_error,
         )
 
     def script_env(self, item: CheckItem, box: Box, route_dir: str, metrics_path: str) -> dict[str, str]:
-        """The check script's whole environment (checks/verify.sbatch documents the KB_* it reads)."""
-        return {
-            "PATH": "/usr/local/bin:/usr/bin:/bin",
-            "LANG": "C.UTF-8",
-            "HOME": box.inner_path("home"),
-            "TMPDIR": box.inner_path("tmp"),
-            "TRITON_CACHE_DIR": box.inner_path("home", ".triton"),
-            "PYTHONPATH": f"{CODE_ROOT}:{CODE_ROOT / 'protos'}",
-            "PYTHONDONTWRITEBYTECODE": "1",
-            "PYTHONNOUSERSITE": "1",
-            "KB_PYTHON": self.config.python,
-            "KB_NO_ENTRY_POINT": "1",  # python -m from the working copy, whose kernels/problems judge
-            "KB_ROUTE_DIR": route_dir,
-            "KB_METRICS": metrics_path,
-            "KB_RULES": "scienceslack.json",
-            "KB_RULES_COMMIT": item.rules_commit,
-            "KB_SHAPES": self.slot.shapes,
-            "KB_DEVICE": self.slot.device,
-            "KB_CHECK_ID": item.check_id,
-            "KB_CHECK_NAME": item.check_name,
-            "KB_SHA": item.sha,
-            **self.slot.env,
-        }
+        return check_env(
+            box,
+            self.slot,
+            python=self.config.python,
+            route_dir=route_dir,
+            metrics_path=metrics_path,
+            rules_commit=item.rules_commit,
+            check_id=item.check_id,
+            check_name=item.check_name,
+            sha=item.sha,
+        )
 
 
 def make_workers(queue: CheckQueue, config: WorkerConfig) -> list[Worker]:

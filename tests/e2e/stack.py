@@ -92,7 +92,8 @@ class ThrowawayPostgres:
 class PrivateNats:
     """nats-server with JetStream on free ports and its own store directory."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, max_payload: int | None = None):
+        self.max_payload = max_payload  # None: the server's default, 1 MiB
         self.store = root / "nats"
         self.port = free_port()
         self.monitor_port = free_port()
@@ -103,6 +104,10 @@ class PrivateNats:
     def start(self) -> None:
         self.store.mkdir(parents=True, exist_ok=True)
         argv = ["nats-server", "-js", "-a", "127.0.0.1", "-p", str(self.port), "-m", str(self.monitor_port)]
+        if self.max_payload is not None:  # no command-line flag for it: a config file of one line
+            config = self.store.parent / "nats-limits.conf"
+            config.write_text(f"max_payload: {self.max_payload}\n")
+            argv += ["-c", str(config)]
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen([*argv, "-sd", str(self.store)], stdout=out, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 20
@@ -134,6 +139,9 @@ class Stack:
 
     def __post_init__(self) -> None:
         self.home = self.root / "home"
+        # Job directories where the job user can reach them (the stack's root is pytest's, root's alone).
+        self.jobs_root = Path(tempfile.mkdtemp(prefix="kb-e2e-jobs-", dir="/var/tmp"))
+        self.jobs_root.chmod(0o711)
         self.tag = uuid.uuid4().hex[:10]
         self.db_name = f"kb_test_e2e_{self.tag}"
         self.nats = PrivateNats(self.root)
@@ -157,6 +165,7 @@ class Stack:
             KB_DATABASE_URL=self.database_url,
             KB_NATS_URL=self.nats.url,
             KB_HOME=str(self.home),
+            KB_JOBS_DIR=str(self.jobs_root),
             KB_EVENTS_STREAM=f"KB_EVENTS_E2E_{self.tag}",
             KB_EVENTS_SUBJECT_PREFIX=f"kbe2e.{self.tag}",
             KB_CREDENTIALS=str(self.root / "credentials.json"),
@@ -289,6 +298,7 @@ class Stack:
             except (ProcessLookupError, subprocess.TimeoutExpired):
                 self.kill(name, signal.SIGKILL)
         self.cancel_slurm_jobs()
+        shutil.rmtree(self.jobs_root, ignore_errors=True)
         self.nats.stop()
         if self.postgres:
             try:

@@ -69,7 +69,7 @@ def k8s_command(service: str) -> list[str]:
 
 
 def test_the_build_tags_the_image_names_deploy_k8s_uses(image):
-    for service in ("ingest", "scheduler", "verifier", "board", "relay"):
+    for service in ("ingest", "scheduler", "verifier", "board", "relay", "web"):
         name = f"{k8s_container(service)['image']}:test"
         assert subprocess.run(["podman", "image", "exists", name], timeout=30).returncode == 0, name
 

@@ -12,7 +12,7 @@ from kernelboard.v1 import events_pb2, ingest_pb2_grpc
 from services.common import auth
 from services.common.eventlog import EventLog
 from services.common.grpcserver import start_server
-from services.ingest.api import add_to_server
+from services.ingest.api import add_to_server, server_options
 from services.ingest.app import Ingest
 from services.ingest.gitrepo import HostedRepo
 from services.ingest.seed import seed
@@ -70,7 +70,13 @@ async def stack(database, tmp_path_factory):
         for name, kind, owner, role in CAST:
             await auth.register_principal(conn, name, kind, owner, role, log=log, actor="test")
             tokens[name] = await auth.issue_token(conn, name)
-    started = await start_server("ingest", lambda server: add_to_server(server, ingest), port=0, pool=log.pool)
+    started = await start_server(
+        "ingest",
+        lambda server: add_to_server(server, ingest),
+        port=0,
+        pool=log.pool,
+        options=server_options(MAX_BUNDLE_BYTES),
+    )
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{started.port}")
     yield Stack(log, ingest, home, ingest_pb2_grpc.IngestStub(channel), tokens, started.port, database)
     await channel.close()

@@ -4,7 +4,7 @@ import pytest
 from kernelboard.v1 import events_pb2
 
 from services.ingest import domain
-from services.ingest.domain import Actor, NewCommit, Refusal
+from services.ingest.domain import Actor, Refusal, RouteCommit
 
 ALICE = Actor("alice", domain.PERSON, "alice", events_pb2.ROLE_MEMBER)
 ALICE_AGENT = Actor("alice/agent-1", domain.AGENT, "alice", events_pb2.ROLE_MEMBER)
@@ -119,15 +119,40 @@ def test_fast_forward_only():
     refused(domain.check_fast_forward, target, SHA_A, SHA_B, False, code="FAILED_PRECONDITION", match="non-fast")
 
 
-def test_route_commits_touch_only_their_folder():
-    inside = NewCommit(SHA_A, (("routes/fast/matmul.py", "routes/fast/metrics.json"),))
-    domain.check_route_commits("fast", [inside])
-    sneaky = NewCommit(SHA_B, (("routes/fast/a.py", "scienceslack.json"),))
-    refused(domain.check_route_commits, "fast", [inside, sneaky], reason="path_outside_route", match="scienceslack")
-    # A merge that takes in main: outside changes against the route parent, none against main's.
-    merge = NewCommit(SHA_B, (("kernels/problems/new.py",), ("routes/fast/a.py",)))
-    domain.check_route_commits("fast", [merge])
-    refused(domain.check_route_commits, "fast", [NewCommit(SHA_A, (("routes/slow/x.py",),))], match="routes/slow")
+def test_route_rule_holds_for_every_commit_and_every_parent():
+    main_old, main_new, head = "m" * 40, "n" * 40, "h" * 40
+    known = {main_old: "main-1", main_new: "main-2", head: "main-1"}  # the route's head is main-1 outside its folder
+    inside = RouteCommit(SHA_A, (head,), "main-1")
+    assert domain.route_commit_problem([inside], known) is None
+    # A merge of main takes main's files as they are: equal to one parent outside the folder.
+    merge_main = RouteCommit(SHA_B, (SHA_A, main_new), "main-2")
+    assert domain.route_commit_problem([inside, merge_main], known) is None
+    sneaky = RouteCommit(SHA_B, (SHA_A,), "edited")
+    assert domain.route_commit_problem([inside, sneaky], known).kind == "outside"
+    # An orphan, whatever its tree, and a merge with it or with any history not main's nor the route's.
+    orphan = RouteCommit("o" * 40, (), "main-2")
+    assert domain.route_commit_problem([orphan], known).kind == "orphan"
+    stranger = "s" * 40
+    problem = domain.route_commit_problem([RouteCommit(SHA_B, (head, stranger), "main-1")], known)
+    assert (problem.kind, problem.parent) == ("unrelated_parent", stranger)
+    refusal = domain.refuse_route_commit("fast", problem, ["AGENTS.md", "scienceslack.json"], [])
+    assert refusal.reason == "unrelated_history" and "would drop 'AGENTS.md', 'scienceslack.json'" in refusal.message
+    refusal = domain.refuse_route_commit("fast", domain.route_commit_problem([inside, sneaky], known), [], ["README"])
+    assert refusal.reason == "path_outside_route" and "touches 'README' outside routes/fast/" in refusal.message
+
+
+def test_pushed_objects_are_bounded_by_their_inflated_size():
+    domain.check_object_sizes([domain.NewObject(SHA_A, "blob", 10, "routes/r/a.py")], max_blob=10, max_total=20)
+    refused(
+        domain.check_object_sizes,
+        [domain.NewObject(SHA_A, "blob", 11, "routes/r/metrics.json")],
+        10,
+        100,
+        code="RESOURCE_EXHAUSTED",
+        match="routes/r/metrics.json is 11 bytes",
+    )
+    many = [domain.NewObject(SHA_A, "tree", 8), domain.NewObject(SHA_B, "blob", 8, "x")]
+    refused(domain.check_object_sizes, many, 10, 15, reason="push_too_large")
 
 
 def test_route_folders_hold_regular_files_only():

@@ -58,16 +58,18 @@ async def test_a_corrupt_pack_is_refused(hosted, work):
     assert not info.value.missing_prerequisites
 
 
-async def test_new_commits_and_their_changes(hosted, work):
+async def test_route_commits_and_their_trees_outside_the_folder(hosted, work):
     base = work.commit({"kernels/x.py": "x"})
     async with hosted.quarantine(work.bundle("refs/heads/main")) as q:
         q.migrate()
     one = work.commit({"routes/r1/a.py": "a"})
     two = work.commit({"routes/r1/a.py": "b", "README": "sneaky"})
     async with hosted.quarantine(work.bundle("refs/heads/main", base)) as q:
-        commits = await q.new_commits(two, [base])
-        assert [c.sha for c in commits] == [two, one]
-        assert commits[0].changes_by_parent == (("README", "routes/r1/a.py"),)
+        commits = await q.route_commits(two, [base], "r1")
+        assert [(c.sha, c.parents) for c in commits] == [(one, (base,)), (two, (one,))]
+        assert commits[0].outside == await q.outside_of(base, "r1") != commits[1].outside
+        assert await q.paths_outside(one, two, "r1") == ([], ["README"])
+        assert await q.paths_outside(two, one, "r1") == (["README"], [])
         assert await q.is_ancestor(base, two) and not await q.is_ancestor(two, base)
         assert await q.changed_paths(base, two) == ["README", "routes/r1/a.py"]
         assert await q.read_file(two, "README") == b"sneaky"

@@ -12,6 +12,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from kernelboard.v1 import ingest_pb2, ingest_pb2_grpc
 from prometheus_client import REGISTRY
 
+from services.common import auth
 from services.common.grpcserver import start_server
 from services.ingest import store
 from services.ingest.api import add_to_server
@@ -221,6 +222,10 @@ async def test_ingest_starts_with_a_bad_ref_row_set_aside(stack, tmp_path):
     async with stack.log.pool.acquire() as conn:
         for ref, sha in bad.items():
             await conn.execute("INSERT INTO ingest_refs (ref, sha, updated_by) VALUES ($1, $2, 'old-code')", ref, sha)
+        await conn.execute(
+            "INSERT INTO ingest_routes (route, owner, started_by, base_sha) VALUES ('x-y\n', 'mallory', 'mallory', $1)",
+            "1" * 40,
+        )
     before = REGISTRY.get_sample_value("kb_records_set_aside", {"step": "ingest_reconcile"}) or 0
     restarted = Ingest(stack.log, HostedRepo(stack.home / "repo.git"), max_bundle_bytes=MAX_BUNDLE_BYTES)
     await restarted.start()
@@ -233,7 +238,8 @@ async def test_ingest_starts_with_a_bad_ref_row_set_aside(stack, tmp_path):
         assert set(bad) <= set(aside)
         assert "not a well-formed hosted ref" in aside["refs/heads/routes/x-y\n"]
         assert "not a commit" in aside["refs/heads/routes/lost"]
-        assert REGISTRY.get_sample_value("kb_records_set_aside", {"step": "ingest_reconcile"}) >= before + 2
+        assert REGISTRY.get_sample_value("kb_records_set_aside", {"step": "ingest_reconcile"}) >= before + 3
+        assert "x-y\n" not in {route.route for route in await store.list_routes(stack.log.pool)}
         # and the service it restarted serves routes, pushes and fetches
         started = await start_server(
             "ingest", lambda server: add_to_server(server, restarted), port=0, pool=stack.log.pool
@@ -248,3 +254,14 @@ async def test_ingest_starts_with_a_bad_ref_row_set_aside(stack, tmp_path):
         await started.stop(0)
     finally:
         await restarted.stop()
+
+
+async def test_operators_cannot_register_a_name_with_a_trailing_newline_either(stack):
+    # `kb admin user` registers through auth.register_principal, as CreateToken does: the grammar is matched in full
+    # there too.
+    async with stack.log.pool.acquire() as conn:
+        cases = (("carol\n", auth.PERSON, "", auth.MEMBER), ("alice/nl\n", auth.AGENT, "alice", 0))
+        for name, kind, owner, role in cases:
+            with pytest.raises(ValueError):
+                await auth.register_principal(conn, name, kind, owner, role, log=stack.log, actor="test")
+            assert await auth.get_principal(conn, name) is None

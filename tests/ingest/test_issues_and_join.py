@@ -262,3 +262,19 @@ async def test_join_accept_decline_and_leave(stack):
     assert left.role == events_pb2.ROLE_SIGNED_IN
     await eventually(lambda: has_role(stack, "erin/bot", events_pb2.ROLE_SIGNED_IN), "erin/bot signed-in again")
     assert payload_of((await stack.log.read_stream("principal:erin"))[-1]).cause == "left the project"
+
+
+async def test_the_longest_texts_in_the_widest_characters_are_recorded(stack):
+    """Every limit at the edge fits its event field's limit at append (contracts.limits), in 4-byte characters too."""
+    wide = "\U0001f600"
+    issue = await open_issue(stack, "bob", wide * domain.ISSUE_TITLE_MAX, wide * domain.ISSUE_BODY_MAX)
+    comment = ingest_pb2.AddCommentRequest(issue_number=issue.number, body=wide * domain.COMMENT_BODY_MAX)
+    assert len((await stack.stub.AddComment(comment, metadata=stack.md("bob"))).body) == domain.COMMENT_BODY_MAX
+    async with stack.log.pool.acquire() as conn:
+        await auth.register_principal(conn, "ivan", domain.PERSON, "ivan", 1, log=stack.log, actor="test")
+        stack.tokens["ivan"] = await auth.issue_token(conn, "ivan")
+    note = wide * domain.JOIN_NOTE_MAX
+    await stack.stub.RequestJoin(ingest_pb2.RequestJoinRequest(note=note), metadata=stack.md("ivan"))
+    decide = ingest_pb2.DecideJoinRequest(name="ivan", accept=False, note=note)
+    assert (await stack.stub.DecideJoin(decide, metadata=stack.md("curator"))).decision_note == note
+    assert [e.type for e in await stack.log.read_stream(f"issue:{issue.number}")] == ["IssueOpened", "CommentAdded"]

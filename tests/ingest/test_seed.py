@@ -35,11 +35,14 @@ async def test_seed_module_seeds_once(tmp_path):
             "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
         }
         first = await run_seed(env)
-        assert {"principal curator", "principal system:scheduler", "route triton"} <= set(first["created"])
+        assert {"principal curator", "principal system:scheduler", "principal system:web", "route triton"} <= set(
+            first["created"]
+        )
         assert any(item.startswith("main ") for item in first["created"])
         assert first["tokens"] == {
             "curator": str(tmp_path / "curator.token"),
             "system:scheduler": str(tmp_path / "scheduler.token"),
+            "system:web": str(tmp_path / "web.token"),
         }
         assert (await run_seed(env))["created"] == []
         log = await EventLog.connect(url)

@@ -89,3 +89,26 @@ def test_a_report_says_where_when_and_under_which_rules_it_was_measured():
     ):
         with pytest.raises(MetricsError, match=field):
             metrics.parse(json.dumps({**document, "report": report}), REPORT)
+
+
+def test_the_largest_check_file_still_fits_the_event_it_becomes():
+    """64 subtasks, each with a long id and 25 violations of 500 four-byte characters (a 3.3 MB file, under the
+    file limit): what the parser keeps fits
+    CheckCompleted.subtasks' limit at append, so a hostile or verbose check is recorded, not refused by the log."""
+    from kernelboard.v1 import events_pb2
+
+    from contracts import limits
+
+    wide = "\U0001f600" * metrics.MAX_TEXT
+    text = json.dumps(
+        {
+            "score": 1,
+            "cost": 1,
+            "subtasks": [{"id": wide, "violations": [wide] * 25, "speedup": 1.0} for _ in range(metrics.MAX_SUBTASKS)],
+        },
+        ensure_ascii=False,
+    )
+    checked = metrics.parse(text, CHECK)
+    completed = events_pb2.CheckCompleted(subtasks=checked.subtasks)
+    assert completed.ByteSize() <= limits.EVENT_FIELD_BYTES["CheckCompleted.subtasks"]
+    assert checked.subtasks[0].violations[-1].startswith("… and ")

@@ -9,8 +9,11 @@ from datetime import UTC, datetime
 
 import asyncpg
 import pytest
+from google.protobuf import struct_pb2
 from kernelboard.v1 import events_pb2 as pb
 
+from contracts import limits
+from contracts.refusals import Refusal
 from services.common.eventlog import (
     ConcurrencyConflict,
     DuplicateEvent,
@@ -251,3 +254,43 @@ async def wait_until_idle(log, timeout: float = 5):
     while log.pool.get_size() != log.pool.get_idle_size():
         assert time.monotonic() < deadline, "a pooled connection was not given back"
         await asyncio.sleep(0.02)
+
+
+@pytest.mark.parametrize(
+    ("payload", "field", "size", "limit"),
+    [
+        (
+            pb.PullRequestReviewed(number=1, body="b" * (2 * 1024 * 1024)),
+            "PullRequestReviewed.body",
+            2 * 1024 * 1024,
+            65536,
+        ),
+        (
+            pb.MetricsReported(route="r", subtasks=struct_pb2.Value(string_value="s" * 400_000)),
+            "MetricsReported.subtasks",
+            None,
+            limits.EVENT_FIELD_BYTES["MetricsReported.subtasks"],
+        ),
+        (pb.CommitIngested(changed_paths=["p" * 100] * 5000), "CommitIngested.changed_paths", None, 262144),
+        (pb.JobResultCommitted(job_id="1", excluded=["e" * 100] * 1000), "JobResultCommitted.excluded", None, 65536),
+        (pb.RouteAdopted(route="r", note="n" * 5000), "RouteAdopted.note", 5000, 4096),
+        (pb.JobHeld(job_id="1", reason="r" * 10_000), "JobHeld.reason", 10_000, 4096),
+    ],
+)
+async def test_every_event_field_has_a_size_limit_checked_at_append(log, payload, field, size, limit):
+    """Whatever the log records, the relay can publish (NATS refuses a message over 1 MiB by default): a field over its
+    limit (contracts/limits.py) is refused with INVALID_ARGUMENT naming the field, its size and the limit."""
+    head = await log.head_position()
+    with pytest.raises(Refusal) as info:
+        await log.append("limits", None, [NewEvent(payload, actor="test")])
+    assert info.value.code == "INVALID_ARGUMENT"
+    assert info.value.message.startswith(f"{field} is {size if size is not None else ''}"), info.value.message
+    assert info.value.message.endswith(f"bytes, over the limit of {limit}")
+    assert await log.head_position() == head
+
+
+async def test_an_event_at_its_field_limits_is_recorded(log):
+    body = "b" * limits.EVENT_FIELD_BYTES["PullRequestReviewed.body"]
+    [event] = await log.append("limits", None, [NewEvent(pb.PullRequestReviewed(number=1, body=body), actor="test")])
+    assert (await log.read_stream("limits"))[-1].pull_request_reviewed.body == body
+    assert event.ByteSize() < limits.MAX_EVENT_BYTES

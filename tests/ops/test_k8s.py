@@ -231,7 +231,7 @@ def test_the_verifier_runs_on_gpu_nodes_in_prod_and_scales_on_its_queue(rendered
     pod = deployment["spec"]["template"]["spec"]
     limits = pod["containers"][0]["resources"]["limits"]
     env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
-    # What the check sandbox's unshare and mounts need (services/verifier/sandbox_setup.sh runs as root).
+    # What the check sandbox's unshare and mounts need (services/common/sandbox_setup.sh runs as root).
     security = pod["containers"][0]["securityContext"]
     assert security["capabilities"]["add"] == ["SYS_ADMIN"] and security["runAsUser"] == 0
     if overlay == "prod":
@@ -275,7 +275,7 @@ def test_service_monitors_cover_every_metrics_port(rendered):
             if matches(monitor["spec"]["selector"], service["metadata"].get("labels", {})):
                 names = {e["port"] for e in monitor["spec"]["endpoints"]}
                 scraped |= {p["port"] for p in service["spec"]["ports"] if p["name"] in names}
-    assert scraped == {9101, 9102, 9103, 9104, 9105}
+    assert scraped == {9101, 9102, 9103, 9104, 9105, 9106}
 
 
 def pod_groups(objects) -> dict[str, dict]:
@@ -342,6 +342,44 @@ def test_the_scheduler_also_reaches_ingest_and_slurm(rendered):
         ("ip:0.0.0.0/0", "6817"),
         ("ip:0.0.0.0/0", "6819"),
     }
+
+
+def test_the_web_board_is_public_reaches_only_the_board_service_and_reads_its_token_from_a_secret(rendered):
+    overlay, _, objects = rendered
+    deployment = find(objects, "Deployment", "web")
+    pod = deployment["spec"]["template"]
+    labels = pod["metadata"]["labels"]
+    assert egress_of(objects, labels) == DNS | {("board", "50054")}
+    public = [
+        p
+        for p in find(objects, "NetworkPolicy")
+        if "Ingress" in p["spec"]["policyTypes"] and matches(p["spec"]["podSelector"], labels)
+    ]
+    assert any(
+        rule.get("from") is None and rule["ports"] == [{"protocol": "TCP", "port": "http"}]
+        for p in public
+        for rule in p["spec"].get("ingress", [])
+    )
+    container = pod["spec"]["containers"][0]
+    assert container["command"] == ["python", "-m", "services.web.server"]
+    assert container["image"] == f"kernelboard/web:{'dev' if overlay == 'dev' else '0.1.0'}"
+    env = {e["name"]: e["value"] for e in container["env"]}
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert (
+        ports
+        == {"http": int(env["KB_WEB_PORT"]), "metrics": int(env["KB_WEB_METRICS_PORT"])}
+        == {
+            "http": 8080,
+            "metrics": 9106,
+        }
+    )
+    assert env["KB_BOARD_ADDR"] == "board:50054"
+    token_dir = env["KB_WEB_TOKEN_FILE"].rsplit("/", 1)[0]
+    mount = next(m for m in container["volumeMounts"] if m["mountPath"] == token_dir)
+    volume = next(v for v in pod["spec"]["volumes"] if v["name"] == mount["name"])
+    assert volume["secret"]["secretName"] == "web-token" and "KB_DATABASE_URL" not in env
+    assert container["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    assert find(objects, "PodDisruptionBudget", "web") and find(objects, "Service", "web")
 
 
 def test_every_pod_is_under_the_default_deny(rendered):

@@ -85,6 +85,7 @@ def test_the_local_scrape_config_is_valid():
         "verifier": ["127.0.0.1:9103"],
         "board": ["127.0.0.1:9104"],
         "relay": ["127.0.0.1:9105"],
+        "web": ["127.0.0.1:9106"],
     }
 
 

@@ -41,6 +41,7 @@ OWN_METRIC = {
     "verifier": "kb_verifier_queue_depth",
     "board": "kb_board_projection_lag_events",
     "relay": "kb_relay_active",
+    "web": "kb_web_live_streams",
 }
 DEADLINE_S = 45
 # The real servers the tests use (the same overrides as the other suites' conftest).

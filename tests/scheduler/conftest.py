@@ -6,10 +6,12 @@ The Slurm tests must run in CI; elsewhere they are skipped when SLURM_CONF is no
 
 import asyncio
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -107,6 +109,7 @@ class Stack:
     ingest: ingest_pb2_grpc.IngestStub
     scheduler: scheduler_pb2_grpc.SchedulerStub
     process: SchedulerProcess
+    jobs_root: Path
     clones: dict[str, Path] = field(default_factory=dict)
 
     def md(self, who: str):
@@ -176,7 +179,16 @@ ROUTES = {"fast": "alice", "outside": "mallory"}
 
 
 @pytest.fixture(scope="module")
-async def stack(slurm_conf, tmp_path_factory):
+def jobs_root():
+    """Job directories where the job user can reach them (pytest's own tmp is root's alone, mode 0700)."""
+    root = Path(tempfile.mkdtemp(prefix="kb-test-jobs-", dir="/var/tmp"))
+    root.chmod(0o711)
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+async def stack(slurm_conf, tmp_path_factory, jobs_root):
     home = tmp_path_factory.mktemp("kb_home")
     db_name, database_url = await create_database("scheduler")
     log = await EventLog.connect(database_url, min_size=1, max_size=5)
@@ -206,6 +218,8 @@ async def stack(slurm_conf, tmp_path_factory):
             "KB_SCHEDULER_METRICS_PORT": str(free_port()),
             "KB_SCHEDULER_POLL_S": "0.5",
             "KB_JOB_RESULT_MAX_FILE_BYTES": "4096",
+            "KB_JOB_RESULT_MAX_BYTES": "64000",
+            "KB_JOBS_DIR": str(jobs_root),
         }
         process = SchedulerProcess(env, home / "scheduler.log")
         closing.append(process.stop)
@@ -220,6 +234,7 @@ async def stack(slurm_conf, tmp_path_factory):
             ingest_pb2_grpc.IngestStub(ingest_channel),
             scheduler_pb2_grpc.SchedulerStub(scheduler_channel),
             process,
+            jobs_root,
         )
         for route, owner in ROUTES.items():
             await stack.ingest.StartRoute(ingest_pb2.StartRouteRequest(route=route), metadata=stack.md(owner))

@@ -1,5 +1,6 @@
 """The scheduler's pure domain: directives and limits, sacct/squeue parsing, the job state machine, backoff."""
 
+import shlex
 from pathlib import Path
 
 import pytest
@@ -204,3 +205,117 @@ def test_slurm_refusals_are_told_from_an_unreachable_cluster():
         "sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)"
     )
     assert not is_refusal("sacct: error: Problem talking to the database: Unable to connect to database")
+
+
+# --- options judged before sbatch (issue 14) -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "directive, words",
+    [
+        ("--uid=0", "#SBATCH --uid: not allowed: jobs run as the cluster's job user"),
+        ("--gid=0", "#SBATCH --gid: not allowed"),
+        ("--export=ALL,KB_HOME", "#SBATCH --export: not allowed: jobs get a fixed, clean environment"),
+        ("--export-file=/etc/environment", "#SBATCH --export-file: not allowed"),
+        ("--hold", "#SBATCH --hold: not allowed: holds are the scheduler's"),
+        ("-H", "#SBATCH -H (--hold): not allowed"),
+        ("--output=/tmp/x", "#SBATCH --output=/tmp/x: must be a path inside the job directory"),
+        ("-o/tmp/x", "#SBATCH --output=/tmp/x: must be a path inside the job directory"),
+        ("--error=../x", "#SBATCH --error=../x: must be a path inside the job directory"),
+        ("--input=~/.ssh/id_rsa", "#SBATCH --input=~/.ssh/id_rsa: must be a path inside the job directory"),
+        ("-D /", "#SBATCH --chdir=/: must be a path inside the job directory"),
+        ("--array=1-3", "#SBATCH --array=1-3: partition main allows no job arrays"),
+        ("-a0", "#SBATCH --array=0: partition main allows no job arrays"),
+        ("--outp=x", "#SBATCH --outp: an abbreviation of --output; write options in full"),
+        ("--ti=5", "#SBATCH --ti: an ambiguous abbreviation (--time, --time-min)"),
+        ("--mem-per=1", "#SBATCH --mem-per: an ambiguous abbreviation"),
+        ("--exclusive", "#SBATCH --exclusive: not among the options jobs may use here"),
+        ("--nice=-19", "#SBATCH --nice: not among the options"),
+        ("--wrap=id", "#SBATCH --wrap: not allowed"),
+        ("--frobnicate", "#SBATCH --frobnicate: not an sbatch option"),
+        ("-Z", "#SBATCH -Z: not an sbatch option"),
+        ("stray", "#SBATCH 'stray': not an option"),
+        ("--no-requeue=1", "--no-requeue takes no value"),
+    ],
+)
+def test_options_a_job_may_not_use_are_named_with_their_rule(directive, words):
+    with pytest.raises(DirectiveError) as err:
+        domain.plan_job(script(directive), LIMITS)
+    assert words in str(err.value), str(err.value)
+
+
+def test_a_plan_passes_on_canonical_options_and_keeps_paths_apart():
+    plan = domain.plan_job(
+        "#!/usr/bin/env python3\n#SBATCH -t 5 -c2 -Q --output=logs/%j.out\n"
+        "#SBATCH --chdir=sub --no-requeue\nprint(1)\n",
+        LIMITS,
+    )
+    assert plan.options == ("--partition=main", "--time=5", "--cpus-per-task=2", "--quiet", "--no-requeue")
+    assert plan.paths == {"output": "logs/%j.out", "chdir": "sub"}
+    assert plan.interpreter == ("/usr/bin/env", "python3")
+
+
+@given(st.sampled_from(sorted(domain.SBATCH_LONG_OPTIONS)), st.integers(min_value=1, max_value=30))
+def test_no_abbreviation_of_any_sbatch_option_passes(option, length):
+    spelling = option[: min(length, len(option) - 1)] if len(option) > 1 else option
+    if spelling == option or spelling in domain.SBATCH_LONG_OPTIONS:
+        return  # an exact spelling of some option: judged as that option
+    with pytest.raises(DirectiveError, match="abbreviation"):
+        domain.plan_job(script(f"--{spelling}=1"), LIMITS)
+
+
+@given(st.text(min_size=1, max_size=40))
+def test_a_path_option_never_leaves_the_job_directory(value):
+    try:
+        plan = domain.plan_job(script(f"--output={shlex.quote(value)}"), LIMITS)
+    except DirectiveError:
+        return
+    path = plan.paths.get("output", "")
+    assert not path.startswith(("/", "~")) and ".." not in path.split("/") and "\\" not in path
+
+
+@pytest.mark.parametrize(
+    "content, words",
+    [
+        (b"", "empty"),
+        (b"\n\n", "empty"),
+        (b"#!/bin/bash\r\necho hi\r\n", "line 1: CRLF"),
+        (b"#!/bin/bash\necho hi\r\n", "line 2: CRLF"),
+        (b"\x7fELF\x02\x01\x01\x00", "binary"),
+        (b"#!/bin/bash\n\xff\xfe\n", "not UTF-8"),
+        (b"echo hi\n", "the first line must be #!"),
+        (b"#!bash\necho\n", "absolute path"),
+    ],
+)
+def test_scripts_that_are_not_runnable_text_are_refused_clearly(content, words):
+    with pytest.raises(DirectiveError, match=words):
+        domain.interpreter(domain.script_text(content))
+
+
+@pytest.mark.parametrize(
+    "message, code",
+    [
+        ("sbatch: error: Batch job submission failed: More processors requested than permitted", "INVALID_ARGUMENT"),
+        (
+            "sbatch: error: Batch job submission failed: Requested node configuration is not available",
+            "INVALID_ARGUMENT",
+        ),
+        ("sbatch: error: Batch job submission failed: Invalid job array specification", "INVALID_ARGUMENT"),
+        ("sbatch: error: Batch job submission failed: Job violates accounting/QOS policy", "RESOURCE_EXHAUSTED"),
+        ("sbatch: error: Batch job submission failed: Partition in DOWN state", "FAILED_PRECONDITION"),
+        (
+            "sbatch: error: Batch job submission failed: Invalid account or account/partition combination specified",
+            "FAILED_PRECONDITION",
+        ),
+        (
+            "sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)",
+            "UNAVAILABLE",
+        ),
+        ("sbatch: error: Batch job submission failed: Socket timed out on send/recv operation", "UNAVAILABLE"),
+        ("sacct: error: Problem talking to the database: Unable to connect to database", "UNAVAILABLE"),
+    ],
+)
+def test_slurm_messages_map_to_clear_codes(message, code):
+    from services.scheduler.slurm import refusal_code
+
+    assert refusal_code(message) == code

@@ -95,13 +95,13 @@ async def test_over_limit_requests_are_refused_before_sbatch(stack, directive, l
     name = f"over-{directive.strip('-').split('=')[0]}.sbatch"
     sha = await stack.push_script("alice", "fast", name, f"#!/bin/bash\n#SBATCH {directive}\ntrue\n")
     submitted_before = len([e async for e in stack.log.read_all(types={"JobSubmitted"})])
-    dirs_before = sorted((stack.home / "jobs").iterdir())
+    dirs_before = sorted(stack.jobs_root.iterdir())
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await stack.submit("alice", "fast", sha, name)
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert limit in err.value.details() and name in err.value.details()
     # Refused before any job directory or sbatch: nothing was written anywhere.
-    assert sorted((stack.home / "jobs").iterdir()) == dirs_before
+    assert sorted(stack.jobs_root.iterdir()) == dirs_before
     assert len([e async for e in stack.log.read_all(types={"JobSubmitted"})]) == submitted_before
 
 
@@ -209,11 +209,15 @@ async def test_the_scheduler_killed_mid_run_resumes_and_ends_every_job_once(stac
 
 
 async def test_metrics_show_jobs_by_state_and_sbatch_latency(stack):
+    sha = await stack.push_script("alice", "fast", "refused.sbatch", "#!/bin/bash\n#SBATCH --uid=0\ntrue\n")
+    with pytest.raises(grpc.aio.AioRpcError):
+        await stack.submit("alice", "fast", sha, "refused.sbatch")  # counted, by its code
     port = stack.process.env["KB_SCHEDULER_METRICS_PORT"]
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
     assert 'kb_scheduler_jobs{state="COMPLETED"}' in text
     assert "kb_scheduler_held_jobs" in text and "kb_scheduler_oldest_held_job_age_seconds" in text
     assert "kb_scheduler_sbatch_seconds_count" in text and "kb_scheduler_poll_errors_total" in text
+    assert 'kb_scheduler_submit_refusals_total{code="INVALID_ARGUMENT"}' in text
 
 
 async def test_a_one_minute_limit_ends_as_timeout(stack, timeout_job):

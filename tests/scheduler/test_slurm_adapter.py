@@ -1,5 +1,9 @@
 """The Slurm adapter against the real cluster: submit, admin hold, release, cancel, one batched poll."""
 
+import shutil
+import tempfile
+from pathlib import Path
+
 import pytest
 
 from services.scheduler.slurm import Slurm, SlurmError
@@ -57,3 +61,21 @@ async def test_an_unreachable_cluster_is_an_error_not_an_answer(tmp_path):
     slurm = Slurm(str(tmp_path / "slurm.conf"), timeout_s=15)
     with pytest.raises(SlurmError):
         await slurm.accounting(["1"])
+
+
+async def test_a_job_submitted_for_the_job_user_runs_as_it(slurm_conf, tmp_path_factory):
+    folder = Path(tempfile.mkdtemp(prefix="kb-adapter-", dir="/var/tmp"))
+    try:
+        folder.chmod(0o777)
+        (folder / "who.sh").write_text("#!/bin/bash\nid -un > who.txt\n")
+        slurm = Slurm(slurm_conf)
+        job_id = await slurm.submit(str(folder / "who.sh"), str(folder), job_name="kb-test", hold=False, user="kb-job")
+
+        async def ended():
+            record = (await slurm.accounting([job_id])).get(job_id)
+            return record if record and record.state == "COMPLETED" else None
+
+        await wait_until(ended, 30, "the job COMPLETED")
+        assert (folder / "who.txt").read_text() == "kb-job\n" and (folder / "who.txt").stat().st_uid != 0
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

@@ -3,9 +3,12 @@
 import importlib.util
 import socket
 import sys
+from concurrent import futures
 from pathlib import Path
 
+import grpc
 import pytest
+from grpc_health.v1 import health, health_pb2_grpc
 
 REPO = Path(__file__).resolve().parents[2]
 LOCAL = REPO / "deploy" / "local"
@@ -39,3 +42,15 @@ def free_port() -> int:
 def layout(stack, tmp_path):
     """A state directory of its own, beside the real repository (its configs, its probes)."""
     return stack.Layout(repo=REPO, home=tmp_path / "state")
+
+
+@pytest.fixture
+def health_server():
+    """A real gRPC server that serves grpc.health.v1: (its servicer, to set statuses on, and its port)."""
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    servicer = health.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    yield servicer, port
+    server.stop(grace=None)

@@ -5,26 +5,13 @@ import subprocess
 import sys
 import threading
 import time
-from concurrent import futures
 
-import grpc
 import pytest
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2
 
 from .conftest import LOCAL, free_port
 
 SERVICE = "kernelboard.v1.Ingest"
-
-
-@pytest.fixture
-def health_server():
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-    servicer = health.HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    yield servicer, port
-    server.stop(grace=None)
 
 
 def serving(servicer, status=health_pb2.HealthCheckResponse.SERVING):

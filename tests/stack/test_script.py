@@ -28,7 +28,7 @@ def test_a_bad_command_line_is_refused_with_usage(tmp_path):
         env={"KB_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
     )
     assert done.returncode == 1
-    assert "no component named nosuch; components: relay, ingest, scheduler, verifier, board" in done.stderr
+    assert "no component named nosuch; components: relay, ingest, scheduler, verifier, board, web" in done.stderr
 
 
 def test_apt_installs_start_no_service_and_an_existing_policy_is_kept(stack, tmp_path, monkeypatch):

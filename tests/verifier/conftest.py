@@ -14,8 +14,8 @@ from kernelboard.v1 import events_pb2
 
 from services.common.config import Settings
 from services.common.eventlog import EventLog, NewEvent
+from services.common.sandbox import SandboxConfig, isolation_available
 from services.verifier.queue import CheckQueue
-from services.verifier.sandbox import SandboxConfig, isolation_available
 from services.verifier.worker import Slot, WorkerConfig
 from tests.databases import throwaway_database
 from tests.streams import delete_stream, stream_settings

@@ -13,8 +13,8 @@ import pytest
 from kernelboard.v1 import events_pb2
 
 from services.common.eventlog import NewEvent
+from services.common.sandbox import Sandbox, SandboxConfig, isolation_available
 from services.verifier.intake import Intake
-from services.verifier.sandbox import Sandbox, SandboxConfig, isolation_available
 from services.verifier.worker import Worker
 from tests.verifier.conftest import (
     CPU_SLOT,
@@ -214,12 +214,9 @@ set -u
 cat {project}/tool.txt
 test -e {project}/.state/curator.token && echo "token seen" || echo "token hidden"
 touch {project}/written 2>/dev/null && echo "project writable" || echo "project read-only"
-echo '{{"score": 1, "cost": 0, "subtasks": []}}' > ../out/m.json
 """
         )
-        outcome = await sandbox.run(
-            box, "probe.sh", [], {"PATH": os.environ["PATH"]}, time_limit_s=30, metrics_file="m.json"
-        )
+        outcome = await sandbox.run(box, ["bash", "probe.sh"], {"PATH": os.environ["PATH"]}, time_limit_s=30)
         assert outcome.exit_code == 0, outcome.output_tail
         assert "the harness" in outcome.output_tail
         assert "token hidden" in outcome.output_tail and "project read-only" in outcome.output_tail

@@ -176,7 +176,27 @@ start_slurmdbd() {
 
 node_ready() { timeout 5 sinfo -h -o %T | grep -Eq '^(idle|mixed|allocated|completing)$'; }
 
+# Plugins are loaded once by each daemon: a change of one needs a restart, not `scontrol reconfigure`. Running jobs
+# survive both (slurmstepd keeps them; the controller's state is saved).
+needs_restart() {
+  ! diff <(grep -E '^(TaskPlugin|ProctrackType|JobAcctGatherType|SelectType|SwitchType|MaxArraySize)=' "$1" 2>/dev/null) \
+    <(grep -E '^(TaskPlugin|ProctrackType|JobAcctGatherType|SelectType|SwitchType|MaxArraySize)=' "$2") >/dev/null
+}
+
+stop_daemon() {
+  local name="$1" pid
+  pid="$(cat "$STATE/run/$name.pid")"
+  kill -TERM "$pid" 2>/dev/null || true
+  wait_for 30 "old $name exit" bash -c "! kill -0 $pid" || die "$name ($pid) did not stop within 30 s"
+}
+
 start_slurm() {
+  if alive "$STATE/run/slurmctld.pid" && ! cmp -s "$ETC/slurm.conf" "$STATE/run/slurm.conf.running" &&
+    needs_restart "$STATE/run/slurm.conf.running" "$ETC/slurm.conf"; then
+    say "slurm.conf changed its plugins: restarting slurmctld and slurmd"
+    stop_daemon slurmctld
+    alive "$STATE/run/slurmd.pid" && stop_daemon slurmd
+  fi
   if alive "$STATE/run/slurmctld.pid"; then
     say "slurmctld already running"
     if ! cmp -s "$ETC/slurm.conf" "$STATE/run/slurm.conf.running"; then
@@ -211,6 +231,9 @@ main() {
   check_port_free slurmd $((PORT_BASE + 1))
   check_port_free slurmdbd $((PORT_BASE + 2))
   install_packages
+  local job_user
+  job_user="$(bash "$HERE/job-user.sh")" || die "the job user is not usable (deploy/local/slurm/job-user.sh)"
+  say "$job_user"
   start_munge
   start_mariadb
   render_configs

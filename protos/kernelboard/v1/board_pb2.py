@@ -22,53 +22,54 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from kernelboard.v1 import events_pb2 as kernelboard_dot_v1_dot_events__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1akernelboard/v1/board.proto\x12\x0ekernelboard.v1\"\"\n\x0fGetBoardRequest\x12\x0f\n\x07version\x18\x01 \x01(\x05\"\x8f\x02\n\nBoardEntry\x12\x0c\n\x04rank\x18\x01 \x01(\x05\x12\r\n\x05route\x18\x02 \x01(\t\x12\r\n\x05owner\x18\x03 \x01(\t\x12\r\n\x05score\x18\x04 \x01(\x01\x12\x0c\n\x04\x63ost\x18\x05 \x01(\x01\x12\x0b\n\x03sha\x18\x06 \x01(\t\x12\x0e\n\x06source\x18\x07 \x01(\t\x12\x0e\n\x06reason\x18\x08 \x01(\t\x12\x0f\n\x07\x61\x64opted\x18\t \x01(\x08\x12\x17\n\x0fglobal_position\x18\n \x01(\x03\x12\x18\n\x10verifier_version\x18\x0b \x01(\x05\x12\x13\n\x0boccurred_at\x18\x0c \x01(\t\x12\x10\n\x08\x63heck_id\x18\r \x01(\t\x12\x10\n\x08reporter\x18\x0e \x01(\t\x12\x0e\n\x06runner\x18\x0f \x01(\t\"r\n\x0b\x42oardHeader\x12\x16\n\x0e\x61gents_at_work\x18\x01 \x01(\x05\x12\x15\n\ragents_in_all\x18\x02 \x01(\x05\x12\x0e\n\x06routes\x18\x03 \x01(\x05\x12\x13\n\x0blast_active\x18\x04 \x01(\t\x12\x0f\n\x07started\x18\x05 \x01(\t\"-\n\x0e\x42oardGuardrail\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t\"\xb9\x02\n\rBenchmarkCard\x12\x0f\n\x07version\x18\x01 \x01(\x05\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0c\n\x04task\x18\x03 \x01(\t\x12\x0e\n\x06metric\x18\x04 \x01(\t\x12\x10\n\x08\x62\x61seline\x18\x05 \x01(\t\x12\x0f\n\x07kernels\x18\x06 \x03(\t\x12\x12\n\nscore_rule\x18\x07 \x01(\t\x12\x19\n\x11verifier_versions\x18\x08 \x03(\x05\x12\x32\n\nguardrails\x18\t \x03(\x0b\x32\x1e.kernelboard.v1.BoardGuardrail\x12\x0e\n\x06status\x18\n \x01(\t\x12\x15\n\rstatus_reason\x18\x0b \x01(\t\x12\x14\n\x0crules_commit\x18\x0c \x01(\t\x12\x13\n\x0b\x61pproved_at\x18\r \x01(\t\x12\x13\n\x0brules_error\x18\x0e \x01(\t\"\x92\x02\n\tBoardView\x12\x0f\n\x07version\x18\x01 \x01(\x05\x12\x0e\n\x06status\x18\x02 \x01(\t\x12+\n\x06header\x18\x03 \x01(\x0b\x32\x1b.kernelboard.v1.BoardHeader\x12*\n\x06ranked\x18\x04 \x03(\x0b\x32\x1a.kernelboard.v1.BoardEntry\x12\x31\n\rlisted_beside\x18\x05 \x03(\x0b\x32\x1a.kernelboard.v1.BoardEntry\x12\x14\n\x0clog_position\x18\x06 \x01(\x03\x12+\n\x04\x63\x61rd\x18\x07 \x01(\x0b\x32\x1d.kernelboard.v1.BenchmarkCard\x12\x15\n\rstatus_reason\x18\x08 \x01(\t\"\x13\n\x11ListBoardsRequest\"<\n\x0fListBoardsReply\x12)\n\x06\x62oards\x18\x01 \x03(\x0b\x32\x19.kernelboard.v1.BoardView\"6\n\x14GetBoardRouteRequest\x12\r\n\x05route\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x05\"\x8d\x02\n\x10\x42oardRouteRecord\x12\x17\n\x0fglobal_position\x18\x01 \x01(\x03\x12\x13\n\x0boccurred_at\x18\x02 \x01(\t\x12\x0c\n\x04kind\x18\x03 \x01(\t\x12\x0b\n\x03sha\x18\x04 \x01(\t\x12\r\n\x05score\x18\x05 \x01(\x01\x12\x0c\n\x04\x63ost\x18\x06 \x01(\x01\x12\x0e\n\x06passed\x18\x07 \x01(\x08\x12\x0f\n\x07reasons\x18\x08 \x03(\t\x12\x18\n\x10verifier_version\x18\t \x01(\x05\x12\x0f\n\x07\x63ounted\x18\n \x01(\x08\x12\x0c\n\x04note\x18\x0b \x01(\t\x12\x10\n\x08\x63heck_id\x18\x0c \x01(\t\x12\x10\n\x08reporter\x18\r \x01(\t\x12\x15\n\rby_maintainer\x18\x0e \x01(\x08\"\xcd\x01\n\x11\x42oardRouteVersion\x12\x0f\n\x07version\x18\x01 \x01(\x05\x12\x0f\n\x07\x61\x64opted\x18\x02 \x01(\x08\x12+\n\x07\x65ntries\x18\x03 \x03(\x0b\x32\x1a.kernelboard.v1.BoardEntry\x12\x0e\n\x06\x63hecks\x18\x04 \x01(\x03\x12\x15\n\rchecks_passed\x18\x05 \x01(\x03\x12\x0f\n\x07reports\x18\x06 \x01(\x03\x12\x31\n\x07history\x18\x07 \x03(\x0b\x32 .kernelboard.v1.BoardRouteRecord\"\x98\x01\n\nBoardRoute\x12\r\n\x05route\x18\x01 \x01(\t\x12\r\n\x05owner\x18\x02 \x01(\t\x12\x12\n\nstarted_by\x18\x03 \x01(\t\x12\x0f\n\x07started\x18\x04 \x01(\t\x12\x31\n\x06\x62oards\x18\x05 \x03(\x0b\x32!.kernelboard.v1.BoardRouteVersion\x12\x14\n\x0clog_position\x18\x06 \x01(\x03\"&\n\x13GetBenchmarkRequest\x12\x0f\n\x07version\x18\x01 \x01(\x05\"$\n\x11WatchBoardRequest\x12\x0f\n\x07version\x18\x01 \x01(\x05\"\x15\n\x13RebuildBoardRequest\"Z\n\x11RebuildBoardReply\x12\x0e\n\x06\x65vents\x18\x01 \x01(\x03\x12\x0f\n\x07seconds\x18\x02 \x01(\x01\x12\x14\n\x0clog_position\x18\x03 \x01(\x03\x12\x0e\n\x06\x62oards\x18\x04 \x01(\x05\"R\n\x11\x41\x64optRouteRequest\x12\r\n\x05route\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x05\x12\x0f\n\x07\x61\x64opted\x18\x03 \x01(\x08\x12\x0c\n\x04note\x18\x04 \x01(\t\"L\n\x19SetBenchmarkStatusRequest\x12\x0f\n\x07version\x18\x01 \x01(\x05\x12\x0e\n\x06status\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\"<\n\x10\x42oardChangeReply\x12\x0f\n\x07version\x18\x01 \x01(\x05\x12\x17\n\x0fglobal_position\x18\x02 \x01(\x03\x32\x9a\x05\n\x05\x42oard\x12\x46\n\x08GetBoard\x12\x1f.kernelboard.v1.GetBoardRequest\x1a\x19.kernelboard.v1.BoardView\x12P\n\nListBoards\x12!.kernelboard.v1.ListBoardsRequest\x1a\x1f.kernelboard.v1.ListBoardsReply\x12L\n\x08GetRoute\x12$.kernelboard.v1.GetBoardRouteRequest\x1a\x1a.kernelboard.v1.BoardRoute\x12R\n\x0cGetBenchmark\x12#.kernelboard.v1.GetBenchmarkRequest\x1a\x1d.kernelboard.v1.BenchmarkCard\x12L\n\nWatchBoard\x12!.kernelboard.v1.WatchBoardRequest\x1a\x19.kernelboard.v1.BoardView0\x01\x12Q\n\x07Rebuild\x12#.kernelboard.v1.RebuildBoardRequest\x1a!.kernelboard.v1.RebuildBoardReply\x12Q\n\nAdoptRoute\x12!.kernelboard.v1.AdoptRouteRequest\x1a .kernelboard.v1.BoardChangeReply\x12\x61\n\x12SetBenchmarkStatus\x12).kernelboard.v1.SetBenchmarkStatusRequest\x1a .kernelboard.v1.BoardChangeReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1akernelboard/v1/board.proto\x12\x0ekernelboard.v1\x1a\x1bkernelboard/v1/events.proto\"\"\n\x0fGetBoardRequest\x12\x0f\n\x07version\x18\x01 \x01(\x05\"\x8f\x02\n\nBoardEntry\x12\x0c\n\x04rank\x18\x01 \x01(\x05\x12\r\n\x05route\x18\x02 \x01(\t\x12\r\n\x05owner\x18\x03 \x01(\t\x12\r\n\x05score\x18\x04 \x01(\x01\x12\x0c\n\x04\x63ost\x18\x05 \x01(\x01\x12\x0b\n\x03sha\x18\x06 \x01(\t\x12\x0e\n\x06source\x18\x07 \x01(\t\x12\x0e\n\x06reason\x18\x08 \x01(\t\x12\x0f\n\x07\x61\x64opted\x18\t \x01(\x08\x12\x17\n\x0fglobal_position\x18\n \x01(\x03\x12\x18\n\x10verifier_version\x18\x0b \x01(\x05\x12\x13\n\x0boccurred_at\x18\x0c \x01(\t\x12\x10\n\x08\x63heck_id\x18\r \x01(\t\x12\x10\n\x08reporter\x18\x0e \x01(\t\x12\x0e\n\x06runner\x18\x0f \x01(\t\"r\n\x0b\x42oardHeader\x12\x16\n\x0e\x61gents_at_work\x18\x01 \x01(\x05\x12\x15\n\ragents_in_all\x18\x02 \x01(\x05\x12\x0e\n\x06routes\x18\x03 \x01(\x05\x12\x13\n\x0blast_active\x18\x04 \x01(\t\x12\x0f\n\x07started\x18\x05 \x01(\t\"-\n\x0e\x42oardGuardrail\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t\"\xb9\x02\n\rBenchmarkCard\x12\x0f\n\x07version\x18\x01 \x01(\x05\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0c\n\x04task\x18\x03 \x01(\t\x12\x0e\n\x06metric\x18\x04 \x01(\t\x12\x10\n\x08\x62\x61seline\x18\x05 \x01(\t\x12\x0f\n\x07kernels\x18\x06 \x03(\t\x12\x12\n\nscore_rule\x18\x07 \x01(\t\x12\x19\n\x11verifier_versions\x18\x08 \x03(\x05\x12\x32\n\nguardrails\x18\t \x03(\x0b\x32\x1e.kernelboard.v1.BoardGuardrail\x12\x0e\n\x06status\x18\n \x01(\t\x12\x15\n\rstatus_reason\x18\x0b \x01(\t\x12\x14\n\x0crules_commit\x18\x0c \x01(\t\x12\x13\n\x0b\x61pproved_at\x18\r \x01(\t\x12\x13\n\x0brules_error\x18\x0e \x01(\t\"\x92\x02\n\tBoardView\x12\x0f\n\x07version\x18\x01 \x01(\x05\x12\x0e\n\x06status\x18\x02 \x01(\t\x12+\n\x06header\x18\x03 \x01(\x0b\x32\x1b.kernelboard.v1.BoardHeader\x12*\n\x06ranked\x18\x04 \x03(\x0b\x32\x1a.kernelboard.v1.BoardEntry\x12\x31\n\rlisted_beside\x18\x05 \x03(\x0b\x32\x1a.kernelboard.v1.BoardEntry\x12\x14\n\x0clog_position\x18\x06 \x01(\x03\x12+\n\x04\x63\x61rd\x18\x07 \x01(\x0b\x32\x1d.kernelboard.v1.BenchmarkCard\x12\x15\n\rstatus_reason\x18\x08 \x01(\t\"\x13\n\x11ListBoardsRequest\"<\n\x0fListBoardsReply\x12)\n\x06\x62oards\x18\x01 \x03(\x0b\x32\x19.kernelboard.v1.BoardView\"6\n\x14GetBoardRouteRequest\x12\r\n\x05route\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x05\"\xda\x02\n\x10\x42oardRouteRecord\x12\x17\n\x0fglobal_position\x18\x01 \x01(\x03\x12\x13\n\x0boccurred_at\x18\x02 \x01(\t\x12\x0c\n\x04kind\x18\x03 \x01(\t\x12\x0b\n\x03sha\x18\x04 \x01(\t\x12\r\n\x05score\x18\x05 \x01(\x01\x12\x0c\n\x04\x63ost\x18\x06 \x01(\x01\x12\x0e\n\x06passed\x18\x07 \x01(\x08\x12\x0f\n\x07reasons\x18\x08 \x03(\t\x12\x18\n\x10verifier_version\x18\t \x01(\x05\x12\x0f\n\x07\x63ounted\x18\n \x01(\x08\x12\x0c\n\x04note\x18\x0b \x01(\t\x12\x10\n\x08\x63heck_id\x18\x0c \x01(\t\x12\x10\n\x08reporter\x18\r \x01(\t\x12\x15\n\rby_maintainer\x18\x0e \x01(\x08\x12)\n\x08subtasks\x18\x0f \x03(\x0b\x32\x17.kernelboard.v1.Subtask\x12\x0e\n\x06runner\x18\x10 \x01(\t\x12\x10\n\x08verified\x18\x11 \x01(\x08\"\xcd\x01\n\x11\x42oardRouteVersion\x12\x0f\n\x07version\x18\x01 \x01(\x05\x12\x0f\n\x07\x61\x64opted\x18\x02 \x01(\x08\x12+\n\x07\x65ntries\x18\x03 \x03(\x0b\x32\x1a.kernelboard.v1.BoardEntry\x12\x0e\n\x06\x63hecks\x18\x04 \x01(\x03\x12\x15\n\rchecks_passed\x18\x05 \x01(\x03\x12\x0f\n\x07reports\x18\x06 \x01(\x03\x12\x31\n\x07history\x18\x07 \x03(\x0b\x32 .kernelboard.v1.BoardRouteRecord\"\x98\x01\n\nBoardRoute\x12\r\n\x05route\x18\x01 \x01(\t\x12\r\n\x05owner\x18\x02 \x01(\t\x12\x12\n\nstarted_by\x18\x03 \x01(\t\x12\x0f\n\x07started\x18\x04 \x01(\t\x12\x31\n\x06\x62oards\x18\x05 \x03(\x0b\x32!.kernelboard.v1.BoardRouteVersion\x12\x14\n\x0clog_position\x18\x06 \x01(\x03\"&\n\x13GetBenchmarkRequest\x12\x0f\n\x07version\x18\x01 \x01(\x05\"$\n\x11WatchBoardRequest\x12\x0f\n\x07version\x18\x01 \x01(\x05\"\x15\n\x13RebuildBoardRequest\"Z\n\x11RebuildBoardReply\x12\x0e\n\x06\x65vents\x18\x01 \x01(\x03\x12\x0f\n\x07seconds\x18\x02 \x01(\x01\x12\x14\n\x0clog_position\x18\x03 \x01(\x03\x12\x0e\n\x06\x62oards\x18\x04 \x01(\x05\"R\n\x11\x41\x64optRouteRequest\x12\r\n\x05route\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x05\x12\x0f\n\x07\x61\x64opted\x18\x03 \x01(\x08\x12\x0c\n\x04note\x18\x04 \x01(\t\"L\n\x19SetBenchmarkStatusRequest\x12\x0f\n\x07version\x18\x01 \x01(\x05\x12\x0e\n\x06status\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\"<\n\x10\x42oardChangeReply\x12\x0f\n\x07version\x18\x01 \x01(\x05\x12\x17\n\x0fglobal_position\x18\x02 \x01(\x03\x32\x9a\x05\n\x05\x42oard\x12\x46\n\x08GetBoard\x12\x1f.kernelboard.v1.GetBoardRequest\x1a\x19.kernelboard.v1.BoardView\x12P\n\nListBoards\x12!.kernelboard.v1.ListBoardsRequest\x1a\x1f.kernelboard.v1.ListBoardsReply\x12L\n\x08GetRoute\x12$.kernelboard.v1.GetBoardRouteRequest\x1a\x1a.kernelboard.v1.BoardRoute\x12R\n\x0cGetBenchmark\x12#.kernelboard.v1.GetBenchmarkRequest\x1a\x1d.kernelboard.v1.BenchmarkCard\x12L\n\nWatchBoard\x12!.kernelboard.v1.WatchBoardRequest\x1a\x19.kernelboard.v1.BoardView0\x01\x12Q\n\x07Rebuild\x12#.kernelboard.v1.RebuildBoardRequest\x1a!.kernelboard.v1.RebuildBoardReply\x12Q\n\nAdoptRoute\x12!.kernelboard.v1.AdoptRouteRequest\x1a .kernelboard.v1.BoardChangeReply\x12\x61\n\x12SetBenchmarkStatus\x12).kernelboard.v1.SetBenchmarkStatusRequest\x1a .kernelboard.v1.BoardChangeReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'kernelboard.v1.board_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_GETBOARDREQUEST']._serialized_start=46
-  _globals['_GETBOARDREQUEST']._serialized_end=80
-  _globals['_BOARDENTRY']._serialized_start=83
-  _globals['_BOARDENTRY']._serialized_end=354
-  _globals['_BOARDHEADER']._serialized_start=356
-  _globals['_BOARDHEADER']._serialized_end=470
-  _globals['_BOARDGUARDRAIL']._serialized_start=472
-  _globals['_BOARDGUARDRAIL']._serialized_end=517
-  _globals['_BENCHMARKCARD']._serialized_start=520
-  _globals['_BENCHMARKCARD']._serialized_end=833
-  _globals['_BOARDVIEW']._serialized_start=836
-  _globals['_BOARDVIEW']._serialized_end=1110
-  _globals['_LISTBOARDSREQUEST']._serialized_start=1112
-  _globals['_LISTBOARDSREQUEST']._serialized_end=1131
-  _globals['_LISTBOARDSREPLY']._serialized_start=1133
-  _globals['_LISTBOARDSREPLY']._serialized_end=1193
-  _globals['_GETBOARDROUTEREQUEST']._serialized_start=1195
-  _globals['_GETBOARDROUTEREQUEST']._serialized_end=1249
-  _globals['_BOARDROUTERECORD']._serialized_start=1252
-  _globals['_BOARDROUTERECORD']._serialized_end=1521
-  _globals['_BOARDROUTEVERSION']._serialized_start=1524
-  _globals['_BOARDROUTEVERSION']._serialized_end=1729
-  _globals['_BOARDROUTE']._serialized_start=1732
-  _globals['_BOARDROUTE']._serialized_end=1884
-  _globals['_GETBENCHMARKREQUEST']._serialized_start=1886
-  _globals['_GETBENCHMARKREQUEST']._serialized_end=1924
-  _globals['_WATCHBOARDREQUEST']._serialized_start=1926
-  _globals['_WATCHBOARDREQUEST']._serialized_end=1962
-  _globals['_REBUILDBOARDREQUEST']._serialized_start=1964
-  _globals['_REBUILDBOARDREQUEST']._serialized_end=1985
-  _globals['_REBUILDBOARDREPLY']._serialized_start=1987
-  _globals['_REBUILDBOARDREPLY']._serialized_end=2077
-  _globals['_ADOPTROUTEREQUEST']._serialized_start=2079
-  _globals['_ADOPTROUTEREQUEST']._serialized_end=2161
-  _globals['_SETBENCHMARKSTATUSREQUEST']._serialized_start=2163
-  _globals['_SETBENCHMARKSTATUSREQUEST']._serialized_end=2239
-  _globals['_BOARDCHANGEREPLY']._serialized_start=2241
-  _globals['_BOARDCHANGEREPLY']._serialized_end=2301
-  _globals['_BOARD']._serialized_start=2304
-  _globals['_BOARD']._serialized_end=2970
+  _globals['_GETBOARDREQUEST']._serialized_start=75
+  _globals['_GETBOARDREQUEST']._serialized_end=109
+  _globals['_BOARDENTRY']._serialized_start=112
+  _globals['_BOARDENTRY']._serialized_end=383
+  _globals['_BOARDHEADER']._serialized_start=385
+  _globals['_BOARDHEADER']._serialized_end=499
+  _globals['_BOARDGUARDRAIL']._serialized_start=501
+  _globals['_BOARDGUARDRAIL']._serialized_end=546
+  _globals['_BENCHMARKCARD']._serialized_start=549
+  _globals['_BENCHMARKCARD']._serialized_end=862
+  _globals['_BOARDVIEW']._serialized_start=865
+  _globals['_BOARDVIEW']._serialized_end=1139
+  _globals['_LISTBOARDSREQUEST']._serialized_start=1141
+  _globals['_LISTBOARDSREQUEST']._serialized_end=1160
+  _globals['_LISTBOARDSREPLY']._serialized_start=1162
+  _globals['_LISTBOARDSREPLY']._serialized_end=1222
+  _globals['_GETBOARDROUTEREQUEST']._serialized_start=1224
+  _globals['_GETBOARDROUTEREQUEST']._serialized_end=1278
+  _globals['_BOARDROUTERECORD']._serialized_start=1281
+  _globals['_BOARDROUTERECORD']._serialized_end=1627
+  _globals['_BOARDROUTEVERSION']._serialized_start=1630
+  _globals['_BOARDROUTEVERSION']._serialized_end=1835
+  _globals['_BOARDROUTE']._serialized_start=1838
+  _globals['_BOARDROUTE']._serialized_end=1990
+  _globals['_GETBENCHMARKREQUEST']._serialized_start=1992
+  _globals['_GETBENCHMARKREQUEST']._serialized_end=2030
+  _globals['_WATCHBOARDREQUEST']._serialized_start=2032
+  _globals['_WATCHBOARDREQUEST']._serialized_end=2068
+  _globals['_REBUILDBOARDREQUEST']._serialized_start=2070
+  _globals['_REBUILDBOARDREQUEST']._serialized_end=2091
+  _globals['_REBUILDBOARDREPLY']._serialized_start=2093
+  _globals['_REBUILDBOARDREPLY']._serialized_end=2183
+  _globals['_ADOPTROUTEREQUEST']._serialized_start=2185
+  _globals['_ADOPTROUTEREQUEST']._serialized_end=2267
+  _globals['_SETBENCHMARKSTATUSREQUEST']._serialized_start=2269
+  _globals['_SETBENCHMARKSTATUSREQUEST']._serialized_end=2345
+  _globals['_BOARDCHANGEREPLY']._serialized_start=2347
+  _globals['_BOARDCHANGEREPLY']._serialized_end=2407
+  _globals['_BOARD']._serialized_start=2410
+  _globals['_BOARD']._serialized_end=3076
 # @@protoc_insertion_point(module_scope)

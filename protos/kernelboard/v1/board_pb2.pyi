@@ -1,3 +1,4 @@
+from kernelboard.v1 import events_pb2 as _events_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -139,7 +140,7 @@ class GetBoardRouteRequest(_message.Message):
     def __init__(self, route: _Optional[str] = ..., version: _Optional[int] = ...) -> None: ...
 
 class BoardRouteRecord(_message.Message):
-    __slots__ = ("global_position", "occurred_at", "kind", "sha", "score", "cost", "passed", "reasons", "verifier_version", "counted", "note", "check_id", "reporter", "by_maintainer")
+    __slots__ = ("global_position", "occurred_at", "kind", "sha", "score", "cost", "passed", "reasons", "verifier_version", "counted", "note", "check_id", "reporter", "by_maintainer", "subtasks", "runner", "verified")
     GLOBAL_POSITION_FIELD_NUMBER: _ClassVar[int]
     OCCURRED_AT_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -154,6 +155,9 @@ class BoardRouteRecord(_message.Message):
     CHECK_ID_FIELD_NUMBER: _ClassVar[int]
     REPORTER_FIELD_NUMBER: _ClassVar[int]
     BY_MAINTAINER_FIELD_NUMBER: _ClassVar[int]
+    SUBTASKS_FIELD_NUMBER: _ClassVar[int]
+    RUNNER_FIELD_NUMBER: _ClassVar[int]
+    VERIFIED_FIELD_NUMBER: _ClassVar[int]
     global_position: int
     occurred_at: str
     kind: str
@@ -168,7 +172,10 @@ class BoardRouteRecord(_message.Message):
     check_id: str
     reporter: str
     by_maintainer: bool
-    def __init__(self, global_position: _Optional[int] = ..., occurred_at: _Optional[str] = ..., kind: _Optional[str] = ..., sha: _Optional[str] = ..., score: _Optional[float] = ..., cost: _Optional[float] = ..., passed: _Optional[bool] = ..., reasons: _Optional[_Iterable[str]] = ..., verifier_version: _Optional[int] = ..., counted: _Optional[bool] = ..., note: _Optional[str] = ..., check_id: _Optional[str] = ..., reporter: _Optional[str] = ..., by_maintainer: _Optional[bool] = ...) -> None: ...
+    subtasks: _containers.RepeatedCompositeFieldContainer[_events_pb2.Subtask]
+    runner: str
+    verified: bool
+    def __init__(self, global_position: _Optional[int] = ..., occurred_at: _Optional[str] = ..., kind: _Optional[str] = ..., sha: _Optional[str] = ..., score: _Optional[float] = ..., cost: _Optional[float] = ..., passed: _Optional[bool] = ..., reasons: _Optional[_Iterable[str]] = ..., verifier_version: _Optional[int] = ..., counted: _Optional[bool] = ..., note: _Optional[str] = ..., check_id: _Optional[str] = ..., reporter: _Optional[str] = ..., by_maintainer: _Optional[bool] = ..., subtasks: _Optional[_Iterable[_Union[_events_pb2.Subtask, _Mapping]]] = ..., runner: _Optional[str] = ..., verified: _Optional[bool] = ...) -> None: ...
 
 class BoardRouteVersion(_message.Message):
     __slots__ = ("version", "adopted", "entries", "checks", "checks_passed", "reports", "history")

@@ -296,7 +296,7 @@ class JobFinished(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., state: _Optional[str] = ..., exit_code: _Optional[int] = ..., elapsed_s: _Optional[float] = ..., cpu_seconds: _Optional[float] = ..., signal: _Optional[int] = ...) -> None: ...
 
 class JobResultCommitted(_message.Message):
-    __slots__ = ("job_id", "ref", "sha", "parent", "files", "bytes", "excluded")
+    __slots__ = ("job_id", "ref", "sha", "parent", "files", "bytes", "excluded", "not_committed")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     REF_FIELD_NUMBER: _ClassVar[int]
     SHA_FIELD_NUMBER: _ClassVar[int]
@@ -304,6 +304,7 @@ class JobResultCommitted(_message.Message):
     FILES_FIELD_NUMBER: _ClassVar[int]
     BYTES_FIELD_NUMBER: _ClassVar[int]
     EXCLUDED_FIELD_NUMBER: _ClassVar[int]
+    NOT_COMMITTED_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     ref: str
     sha: str
@@ -311,7 +312,8 @@ class JobResultCommitted(_message.Message):
     files: int
     bytes: int
     excluded: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, job_id: _Optional[str] = ..., ref: _Optional[str] = ..., sha: _Optional[str] = ..., parent: _Optional[str] = ..., files: _Optional[int] = ..., bytes: _Optional[int] = ..., excluded: _Optional[_Iterable[str]] = ...) -> None: ...
+    not_committed: str
+    def __init__(self, job_id: _Optional[str] = ..., ref: _Optional[str] = ..., sha: _Optional[str] = ..., parent: _Optional[str] = ..., files: _Optional[int] = ..., bytes: _Optional[int] = ..., excluded: _Optional[_Iterable[str]] = ..., not_committed: _Optional[str] = ...) -> None: ...
 
 class CheckRequested(_message.Message):
     __slots__ = ("check_id", "check_name", "ref", "sha", "route", "kind", "job_id", "rules_commit", "benchmark_version", "trigger_event_id")

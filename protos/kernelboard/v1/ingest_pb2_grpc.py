@@ -28,7 +28,7 @@ if _version_not_supported:
 class IngestStub:
     """Every method may also end UNAUTHENTICATED (no or a bad token; methods open to all excepted), UNAVAILABLE (the
     event log cannot be reached: retry), DEADLINE_EXCEEDED or CANCELLED (the caller's), RESOURCE_EXHAUSTED for a
-    message over the server's receive limit (gRPC's 4 MiB; ingest's is KB_MAX_BUNDLE_BYTES plus 1 MiB), and
+    message over the server's receive limit (gRPC's 4 MiB; ingest's is twice KB_MAX_BUNDLE_BYTES plus 1 MiB), and
     INVALID_ARGUMENT for a request that is not this method's message. Bad input never ends UNKNOWN or INTERNAL; a refusal's message quotes at
     most a short prefix of what was sent. Identifiers follow contracts/names.py (matched in full, bounded, no control
     characters).
@@ -170,7 +170,7 @@ class IngestStub:
 class IngestServicer:
     """Every method may also end UNAUTHENTICATED (no or a bad token; methods open to all excepted), UNAVAILABLE (the
     event log cannot be reached: retry), DEADLINE_EXCEEDED or CANCELLED (the caller's), RESOURCE_EXHAUSTED for a
-    message over the server's receive limit (gRPC's 4 MiB; ingest's is KB_MAX_BUNDLE_BYTES plus 1 MiB), and
+    message over the server's receive limit (gRPC's 4 MiB; ingest's is twice KB_MAX_BUNDLE_BYTES plus 1 MiB), and
     INVALID_ARGUMENT for a request that is not this method's message. Bad input never ends UNKNOWN or INTERNAL; a refusal's message quotes at
     most a short prefix of what was sent. Identifiers follow contracts/names.py (matched in full, bounded, no control
     characters).
@@ -197,6 +197,12 @@ class IngestServicer:
         Statuses: INVALID_ARGUMENT (a bad ref, a malformed bundle or metrics.json, paths outside the route), NOT_FOUND
         (no such route), PERMISSION_DENIED, FAILED_PRECONDITION (non-fast-forward, missing prerequisites, the tag checks
         off main), ABORTED (the ref moved meanwhile), RESOURCE_EXHAUSTED (the bundle over KB_MAX_BUNDLE_BYTES)
+        Limits (contracts/limits.py): the bundle at most KB_MAX_BUNDLE_BYTES (64 MiB; RESOURCE_EXHAUSTED "bundle of N bytes
+        exceeds the limit of L bytes"; a unary message over twice that is cut by gRPC itself, so use PushStream); each
+        file at most 16 MiB and all pushed objects 256 MiB inflated (RESOURCE_EXHAUSTED, naming the path); metrics.json
+        and scienceslack.json at most 256 KiB (INVALID_ARGUMENT "<path> is N bytes, over the limit of L"); every object
+        passes git's strict checks (INVALID_ARGUMENT "malformed bundle: ..." with git's message id, e.g. hasDotgit); a
+        route's every commit keeps main's files as main had them (INVALID_ARGUMENT naming what it would drop).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -204,8 +210,9 @@ class IngestServicer:
 
     def Fetch(self, request, context):
         """A bundle of the named refs (default: main, the tag checks and every route).
-        Statuses: INVALID_ARGUMENT (a bad ref, too many refs or commits), NOT_FOUND (no such ref), FAILED_PRECONDITION
+        Statuses: INVALID_ARGUMENT (a bad ref, too many refs), NOT_FOUND (no such ref), FAILED_PRECONDITION
         (nothing hosted yet)
+        Limits: at most 10,000 refs and 10,000 have.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -232,6 +239,7 @@ class IngestServicer:
         Statuses: INVALID_ARGUMENT (a bad ref, a malformed bundle or metrics.json, paths outside the route), NOT_FOUND
         (no such route), PERMISSION_DENIED, FAILED_PRECONDITION (non-fast-forward, missing prerequisites, the tag checks
         off main), ABORTED (the ref moved meanwhile), RESOURCE_EXHAUSTED (the bundle over KB_MAX_BUNDLE_BYTES)
+        Limits: Push's; the bundle limit is checked while it streams (the rest of the bundle is never held).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -239,7 +247,7 @@ class IngestServicer:
 
     def FetchStream(self, request, context):
         """Fetch in chunks.
-        Statuses: INVALID_ARGUMENT (a bad ref, too many refs or commits), NOT_FOUND (no such ref), FAILED_PRECONDITION
+        Statuses: INVALID_ARGUMENT (a bad ref, too many refs), NOT_FOUND (no such ref), FAILED_PRECONDITION
         (nothing hosted yet)
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -250,6 +258,7 @@ class IngestServicer:
         """A pull request from a route into main.
         Statuses: INVALID_ARGUMENT (a bad route name or title), NOT_FOUND, PERMISSION_DENIED, FAILED_PRECONDITION
         (nothing to merge)
+        Limits: title at most 200 characters (INVALID_ARGUMENT "title is N characters, over the limit of 200").
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -258,15 +267,16 @@ class IngestServicer:
     def Review(self, request, context):
         """A review of an open pull request, by anyone signed in.
         Statuses: INVALID_ARGUMENT (a bad number, verdict or body), NOT_FOUND, FAILED_PRECONDITION (not open)
+        Limits: body at most 65,536 characters (INVALID_ARGUMENT "body is N characters, over the limit of 65536").
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Merge(self, request, context):
-        """Maintainers: a merge commit of the pull request into main.
-        Statuses: INVALID_ARGUMENT, NOT_FOUND, PERMISSION_DENIED, FAILED_PRECONDITION (not open, a conflict), ABORTED
-        (main moved meanwhile)
+        """Maintainers: a merge commit of the pull request into main, checked again against main as it is then.
+        Statuses: INVALID_ARGUMENT, NOT_FOUND, PERMISSION_DENIED, FAILED_PRECONDITION (not open, a conflict, the merge
+        would change main outside routes/<route>/), ABORTED (main moved meanwhile)
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -525,7 +535,7 @@ def add_IngestServicer_to_server(servicer, server):
 class Ingest:
     """Every method may also end UNAUTHENTICATED (no or a bad token; methods open to all excepted), UNAVAILABLE (the
     event log cannot be reached: retry), DEADLINE_EXCEEDED or CANCELLED (the caller's), RESOURCE_EXHAUSTED for a
-    message over the server's receive limit (gRPC's 4 MiB; ingest's is KB_MAX_BUNDLE_BYTES plus 1 MiB), and
+    message over the server's receive limit (gRPC's 4 MiB; ingest's is twice KB_MAX_BUNDLE_BYTES plus 1 MiB), and
     INVALID_ARGUMENT for a request that is not this method's message. Bad input never ends UNKNOWN or INTERNAL; a refusal's message quotes at
     most a short prefix of what was sent. Identifiers follow contracts/names.py (matched in full, bounded, no control
     characters).

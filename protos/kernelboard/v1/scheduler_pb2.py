@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from kernelboard.v1 import events_pb2 as kernelboard_dot_v1_dot_events__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ekernelboard/v1/scheduler.proto\x12\x0ekernelboard.v1\x1a\x1bkernelboard/v1/events.proto\"A\n\x10SubmitJobRequest\x12\x0b\n\x03ref\x18\x01 \x01(\t\x12\x0b\n\x03sha\x18\x02 \x01(\t\x12\x13\n\x0bscript_path\x18\x03 \x01(\t\"\xa5\x03\n\x03Job\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\r\n\x05route\x18\x02 \x01(\t\x12\x0b\n\x03ref\x18\x03 \x01(\t\x12\x0b\n\x03sha\x18\x04 \x01(\t\x12\x13\n\x0bscript_path\x18\x05 \x01(\t\x12\r\n\x05owner\x18\x06 \x01(\t\x12\r\n\x05state\x18\x07 \x01(\t\x12\x0e\n\x06reason\x18\x08 \x01(\t\x12\x0c\n\x04held\x18\t \x01(\x08\x12\x11\n\texit_code\x18\n \x01(\x05\x12\x11\n\telapsed_s\x18\x0b \x01(\x01\x12\x13\n\x0b\x63pu_seconds\x18\x0c \x01(\x01\x12\x12\n\nresult_ref\x18\r \x01(\t\x12\x12\n\nresult_sha\x18\x0e \x01(\t\x12/\n\tresources\x18\x0f \x01(\x0b\x32\x1c.kernelboard.v1.JobResources\x12\x10\n\x08work_dir\x18\x10 \x01(\t\x12\x0e\n\x06signal\x18\x11 \x01(\x05\x12\x10\n\x08\x66inished\x18\x12 \x01(\x08\x12\x14\n\x0csubmitted_by\x18\x13 \x01(\t\x12\x13\n\x0breleased_by\x18\x14 \x01(\t\x12\x10\n\x08\x65xcluded\x18\x15 \x03(\t\x12\x0f\n\x07version\x18\x16 \x01(\x03\"\x1f\n\rGetJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"B\n\x0fListJobsRequest\x12\r\n\x05route\x18\x01 \x01(\t\x12\r\n\x05owner\x18\x02 \x01(\t\x12\x11\n\tlive_only\x18\x03 \x01(\x08\"2\n\rListJobsReply\x12!\n\x04jobs\x18\x01 \x03(\x0b\x32\x13.kernelboard.v1.Job\"#\n\x11ReleaseJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"\"\n\x10\x43\x61ncelJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t2\xa5\x03\n\tScheduler\x12\x42\n\tSubmitJob\x12 .kernelboard.v1.SubmitJobRequest\x1a\x13.kernelboard.v1.Job\x12<\n\x06GetJob\x12\x1d.kernelboard.v1.GetJobRequest\x1a\x13.kernelboard.v1.Job\x12J\n\x08ListJobs\x12\x1f.kernelboard.v1.ListJobsRequest\x1a\x1d.kernelboard.v1.ListJobsReply\x12\x44\n\nReleaseJob\x12!.kernelboard.v1.ReleaseJobRequest\x1a\x13.kernelboard.v1.Job\x12\x42\n\tCancelJob\x12 .kernelboard.v1.CancelJobRequest\x1a\x13.kernelboard.v1.Job\x12@\n\x08WatchJob\x12\x1d.kernelboard.v1.GetJobRequest\x1a\x13.kernelboard.v1.Job0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ekernelboard/v1/scheduler.proto\x12\x0ekernelboard.v1\x1a\x1bkernelboard/v1/events.proto\"A\n\x10SubmitJobRequest\x12\x0b\n\x03ref\x18\x01 \x01(\t\x12\x0b\n\x03sha\x18\x02 \x01(\t\x12\x13\n\x0bscript_path\x18\x03 \x01(\t\"\xbb\x03\n\x03Job\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\r\n\x05route\x18\x02 \x01(\t\x12\x0b\n\x03ref\x18\x03 \x01(\t\x12\x0b\n\x03sha\x18\x04 \x01(\t\x12\x13\n\x0bscript_path\x18\x05 \x01(\t\x12\r\n\x05owner\x18\x06 \x01(\t\x12\r\n\x05state\x18\x07 \x01(\t\x12\x0e\n\x06reason\x18\x08 \x01(\t\x12\x0c\n\x04held\x18\t \x01(\x08\x12\x11\n\texit_code\x18\n \x01(\x05\x12\x11\n\telapsed_s\x18\x0b \x01(\x01\x12\x13\n\x0b\x63pu_seconds\x18\x0c \x01(\x01\x12\x12\n\nresult_ref\x18\r \x01(\t\x12\x12\n\nresult_sha\x18\x0e \x01(\t\x12/\n\tresources\x18\x0f \x01(\x0b\x32\x1c.kernelboard.v1.JobResources\x12\x10\n\x08work_dir\x18\x10 \x01(\t\x12\x0e\n\x06signal\x18\x11 \x01(\x05\x12\x10\n\x08\x66inished\x18\x12 \x01(\x08\x12\x14\n\x0csubmitted_by\x18\x13 \x01(\t\x12\x13\n\x0breleased_by\x18\x14 \x01(\t\x12\x10\n\x08\x65xcluded\x18\x15 \x03(\t\x12\x0f\n\x07version\x18\x16 \x01(\x03\x12\x14\n\x0cresult_error\x18\x17 \x01(\t\"\x1f\n\rGetJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"B\n\x0fListJobsRequest\x12\r\n\x05route\x18\x01 \x01(\t\x12\r\n\x05owner\x18\x02 \x01(\t\x12\x11\n\tlive_only\x18\x03 \x01(\x08\"2\n\rListJobsReply\x12!\n\x04jobs\x18\x01 \x03(\x0b\x32\x13.kernelboard.v1.Job\"#\n\x11ReleaseJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"\"\n\x10\x43\x61ncelJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t2\xa5\x03\n\tScheduler\x12\x42\n\tSubmitJob\x12 .kernelboard.v1.SubmitJobRequest\x1a\x13.kernelboard.v1.Job\x12<\n\x06GetJob\x12\x1d.kernelboard.v1.GetJobRequest\x1a\x13.kernelboard.v1.Job\x12J\n\x08ListJobs\x12\x1f.kernelboard.v1.ListJobsRequest\x1a\x1d.kernelboard.v1.ListJobsReply\x12\x44\n\nReleaseJob\x12!.kernelboard.v1.ReleaseJobRequest\x1a\x13.kernelboard.v1.Job\x12\x42\n\tCancelJob\x12 .kernelboard.v1.CancelJobRequest\x1a\x13.kernelboard.v1.Job\x12@\n\x08WatchJob\x12\x1d.kernelboard.v1.GetJobRequest\x1a\x13.kernelboard.v1.Job0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,17 +35,17 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SUBMITJOBREQUEST']._serialized_start=79
   _globals['_SUBMITJOBREQUEST']._serialized_end=144
   _globals['_JOB']._serialized_start=147
-  _globals['_JOB']._serialized_end=568
-  _globals['_GETJOBREQUEST']._serialized_start=570
-  _globals['_GETJOBREQUEST']._serialized_end=601
-  _globals['_LISTJOBSREQUEST']._serialized_start=603
-  _globals['_LISTJOBSREQUEST']._serialized_end=669
-  _globals['_LISTJOBSREPLY']._serialized_start=671
-  _globals['_LISTJOBSREPLY']._serialized_end=721
-  _globals['_RELEASEJOBREQUEST']._serialized_start=723
-  _globals['_RELEASEJOBREQUEST']._serialized_end=758
-  _globals['_CANCELJOBREQUEST']._serialized_start=760
-  _globals['_CANCELJOBREQUEST']._serialized_end=794
-  _globals['_SCHEDULER']._serialized_start=797
-  _globals['_SCHEDULER']._serialized_end=1218
+  _globals['_JOB']._serialized_end=590
+  _globals['_GETJOBREQUEST']._serialized_start=592
+  _globals['_GETJOBREQUEST']._serialized_end=623
+  _globals['_LISTJOBSREQUEST']._serialized_start=625
+  _globals['_LISTJOBSREQUEST']._serialized_end=691
+  _globals['_LISTJOBSREPLY']._serialized_start=693
+  _globals['_LISTJOBSREPLY']._serialized_end=743
+  _globals['_RELEASEJOBREQUEST']._serialized_start=745
+  _globals['_RELEASEJOBREQUEST']._serialized_end=780
+  _globals['_CANCELJOBREQUEST']._serialized_start=782
+  _globals['_CANCELJOBREQUEST']._serialized_end=816
+  _globals['_SCHEDULER']._serialized_start=819
+  _globals['_SCHEDULER']._serialized_end=1240
 # @@protoc_insertion_point(module_scope)

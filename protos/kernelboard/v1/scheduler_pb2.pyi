@@ -18,7 +18,7 @@ class SubmitJobRequest(_message.Message):
     def __init__(self, ref: _Optional[str] = ..., sha: _Optional[str] = ..., script_path: _Optional[str] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("job_id", "route", "ref", "sha", "script_path", "owner", "state", "reason", "held", "exit_code", "elapsed_s", "cpu_seconds", "result_ref", "result_sha", "resources", "work_dir", "signal", "finished", "submitted_by", "released_by", "excluded", "version")
+    __slots__ = ("job_id", "route", "ref", "sha", "script_path", "owner", "state", "reason", "held", "exit_code", "elapsed_s", "cpu_seconds", "result_ref", "result_sha", "resources", "work_dir", "signal", "finished", "submitted_by", "released_by", "excluded", "version", "result_error")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     ROUTE_FIELD_NUMBER: _ClassVar[int]
     REF_FIELD_NUMBER: _ClassVar[int]
@@ -41,6 +41,7 @@ class Job(_message.Message):
     RELEASED_BY_FIELD_NUMBER: _ClassVar[int]
     EXCLUDED_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
+    RESULT_ERROR_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     route: str
     ref: str
@@ -63,7 +64,8 @@ class Job(_message.Message):
     released_by: str
     excluded: _containers.RepeatedScalarFieldContainer[str]
     version: int
-    def __init__(self, job_id: _Optional[str] = ..., route: _Optional[str] = ..., ref: _Optional[str] = ..., sha: _Optional[str] = ..., script_path: _Optional[str] = ..., owner: _Optional[str] = ..., state: _Optional[str] = ..., reason: _Optional[str] = ..., held: _Optional[bool] = ..., exit_code: _Optional[int] = ..., elapsed_s: _Optional[float] = ..., cpu_seconds: _Optional[float] = ..., result_ref: _Optional[str] = ..., result_sha: _Optional[str] = ..., resources: _Optional[_Union[_events_pb2.JobResources, _Mapping]] = ..., work_dir: _Optional[str] = ..., signal: _Optional[int] = ..., finished: _Optional[bool] = ..., submitted_by: _Optional[str] = ..., released_by: _Optional[str] = ..., excluded: _Optional[_Iterable[str]] = ..., version: _Optional[int] = ...) -> None: ...
+    result_error: str
+    def __init__(self, job_id: _Optional[str] = ..., route: _Optional[str] = ..., ref: _Optional[str] = ..., sha: _Optional[str] = ..., script_path: _Optional[str] = ..., owner: _Optional[str] = ..., state: _Optional[str] = ..., reason: _Optional[str] = ..., held: _Optional[bool] = ..., exit_code: _Optional[int] = ..., elapsed_s: _Optional[float] = ..., cpu_seconds: _Optional[float] = ..., result_ref: _Optional[str] = ..., result_sha: _Optional[str] = ..., resources: _Optional[_Union[_events_pb2.JobResources, _Mapping]] = ..., work_dir: _Optional[str] = ..., signal: _Optional[int] = ..., finished: _Optional[bool] = ..., submitted_by: _Optional[str] = ..., released_by: _Optional[str] = ..., excluded: _Optional[_Iterable[str]] = ..., version: _Optional[int] = ..., result_error: _Optional[str] = ...) -> None: ...
 
 class GetJobRequest(_message.Message):
     __slots__ = ("job_id",)

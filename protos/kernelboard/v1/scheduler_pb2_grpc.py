@@ -28,7 +28,7 @@ if _version_not_supported:
 class SchedulerStub:
     """Every method may also end UNAUTHENTICATED (no or a bad token; methods open to all excepted), UNAVAILABLE (the
     event log cannot be reached: retry), DEADLINE_EXCEEDED or CANCELLED (the caller's), RESOURCE_EXHAUSTED for a
-    message over the server's receive limit (gRPC's 4 MiB; ingest's is KB_MAX_BUNDLE_BYTES plus 1 MiB), and
+    message over the server's receive limit (gRPC's 4 MiB; ingest's is twice KB_MAX_BUNDLE_BYTES plus 1 MiB), and
     INVALID_ARGUMENT for a request that is not this method's message. Bad input never ends UNKNOWN or INTERNAL; a refusal's message quotes at
     most a short prefix of what was sent. Identifiers follow contracts/names.py (matched in full, bounded, no control
     characters).
@@ -75,7 +75,7 @@ class SchedulerStub:
 class SchedulerServicer:
     """Every method may also end UNAUTHENTICATED (no or a bad token; methods open to all excepted), UNAVAILABLE (the
     event log cannot be reached: retry), DEADLINE_EXCEEDED or CANCELLED (the caller's), RESOURCE_EXHAUSTED for a
-    message over the server's receive limit (gRPC's 4 MiB; ingest's is KB_MAX_BUNDLE_BYTES plus 1 MiB), and
+    message over the server's receive limit (gRPC's 4 MiB; ingest's is twice KB_MAX_BUNDLE_BYTES plus 1 MiB), and
     INVALID_ARGUMENT for a request that is not this method's message. Bad input never ends UNKNOWN or INTERNAL; a refusal's message quotes at
     most a short prefix of what was sent. Identifiers follow contracts/names.py (matched in full, bounded, no control
     characters).
@@ -175,7 +175,7 @@ def add_SchedulerServicer_to_server(servicer, server):
 class Scheduler:
     """Every method may also end UNAUTHENTICATED (no or a bad token; methods open to all excepted), UNAVAILABLE (the
     event log cannot be reached: retry), DEADLINE_EXCEEDED or CANCELLED (the caller's), RESOURCE_EXHAUSTED for a
-    message over the server's receive limit (gRPC's 4 MiB; ingest's is KB_MAX_BUNDLE_BYTES plus 1 MiB), and
+    message over the server's receive limit (gRPC's 4 MiB; ingest's is twice KB_MAX_BUNDLE_BYTES plus 1 MiB), and
     INVALID_ARGUMENT for a request that is not this method's message. Bad input never ends UNKNOWN or INTERNAL; a refusal's message quotes at
     most a short prefix of what was sent. Identifiers follow contracts/names.py (matched in full, bounded, no control
     characters).

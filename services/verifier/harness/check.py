@@ -1,6 +1,8 @@
 """A whole check: every problem of the rules over one route directory, and the metrics file the rules name."""
 
 import math
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -9,16 +11,50 @@ import torch
 
 from contracts import rules as rules_file
 from contracts.metrics import VERIFIER_VERSION
+from services.common.confine import Caps
 from services.verifier.harness import integrity
 from services.verifier.harness.static_scan import scan_route
 from services.verifier.harness.verify import (
+    Candidates,
+    CandidateSetup,
     Context,
     CouldNotRun,
     ProblemResult,
     make_kit,
+    make_workdir,
+    prepare_reference,
     release_memory,
+    stage_route,
+    time_reference,
     verify_problem,
 )
+
+
+def candidate_caps(device: str) -> Caps:
+    """The candidate process's caps; KB_CANDIDATE_MEMORY_MB / _PIDS / _FILE_MB / _DISK_MB / _CPU_S override them."""
+
+    def number(name: str, default: int) -> int:
+        value = os.environ.get(name, "")
+        return int(value) if value.isdigit() and int(value) > 0 else default
+
+    gpu = device == "cuda"
+    return Caps(
+        memory_bytes=number("KB_CANDIDATE_MEMORY_MB", 32768 if gpu else 4096) << 20,
+        pids=number("KB_CANDIDATE_PIDS", 512 if gpu else 128),
+        file_bytes=number("KB_CANDIDATE_FILE_MB", 1024) << 20,
+        disk_bytes=number("KB_CANDIDATE_DISK_MB", 2048) << 20,
+        cpu_s=number("KB_CANDIDATE_CPU_S", 1800),
+    )
+
+
+def private_dirs(metrics_path: str | Path | None) -> list[str]:
+    """What the candidate must not see: the metrics file's directory, KB_HOME, the kb sign-in."""
+    found = [str(Path.home() / ".config" / "kernelboard")]
+    if os.environ.get("KB_HOME"):
+        found.append(os.environ["KB_HOME"])
+    if metrics_path is not None:
+        found.append(str(Path(metrics_path).resolve().parent))
+    return found
 
 
 def geometric_mean(values: list[float]) -> float:
@@ -64,8 +100,10 @@ def run_check(
     only: list[str] | None = None,
     device: str | None = None,
     skip_static: bool = False,
+    metrics_path: str | Path | None = None,
 ) -> dict:
-    """Judge a route directory; returns the metrics document. Raises CouldNotRun when it cannot judge here."""
+    """Judge a route directory; returns the metrics document, after the candidate process has exited. Raises
+    CouldNotRun when it cannot judge here. ``metrics_path``'s directory is hidden from the candidate."""
     started = integrity.perf_counter()
     rules_path = Path(rules_path)
     try:
@@ -91,25 +129,37 @@ def run_check(
 
     torch_device = torch.device(device_name)
     kit = make_kit(torch_device, rules)
+    ctx = Context(rules, shapes, torch_device, kit)
     scans = scan_route(route_dir)
     problem_files = {f"{pid}.py" for pid in rules.kernels}
     shared_scans = [scan for rel, scan in scans.items() if rel not in problem_files]
-    snapshot = integrity.Snapshot(integrity.harness_modules())
-    sys.path.insert(0, str(route_dir.resolve()))
+    own_scans = {pid: ([scans[f"{pid}.py"]] if f"{pid}.py" in scans else []) + shared_scans for pid in problem_ids}
+
+    # Before any route code runs anywhere: every reference built with secret parameters and timed.
+    references = {}
+    for pid in problem_ids:
+        if (route_dir / f"{pid}.py").is_file():
+            references[pid] = prepare_reference(ctx, pid)
+            references[pid].timing = time_reference(ctx, references[pid])
+            release_memory(torch_device)
+    reference_s = integrity.perf_counter() - started
+
+    import kernels.problems
+
+    workdir = make_workdir()
+    setup = CandidateSetup(
+        route_dir=stage_route(route_dir, workdir),
+        problems_root=Path(kernels.problems.__file__).resolve().parents[2],
+        hidden=tuple(private_dirs(metrics_path)),
+        caps=candidate_caps(device_name),
+        profile=kit.profile,
+        output_bytes=max((ref.output_bytes for ref in references.values()), default=0),
+    )
+    candidates = Candidates(ctx, setup, workdir)
     results = []
     try:
         for pid in problem_ids:
-            route_file = route_dir / f"{pid}.py"
-            own_scan = [scans[f"{pid}.py"]] if f"{pid}.py" in scans else []
-            results.append(
-                verify_problem(
-                    Context(rules, shapes, torch_device, kit, snapshot, route_dir),
-                    pid,
-                    route_file if route_file.is_file() else None,
-                    own_scan + shared_scans,
-                    skip_static,
-                )
-            )
+            results.append(verify_problem(ctx, references.get(pid), candidates, pid, own_scans[pid], skip_static))
             release_memory(torch_device)
             done = results[-1]
             print(  # progress on stderr, so that a check stopped by its time limit still shows how far it got
@@ -119,7 +169,8 @@ def run_check(
                 flush=True,
             )
     finally:
-        sys.path.remove(str(route_dir.resolve()))
+        candidates.close()  # the candidate has exited before the judge writes anything
+        shutil.rmtree(workdir, ignore_errors=True)
     wall_s = integrity.perf_counter() - started
 
     reasons = [f"{r.id}: {v}" for r in results for v in r.violations]
@@ -135,6 +186,9 @@ def run_check(
         unverified.append("the profiler saw no kernels, so launched kernels were not classified")
     if skip_static:
         unverified.append("static pass skipped (--skip-static, for testing the dynamic defenses)")
+    confinement = candidates.confinement
+    if confinement and (confinement.get("user") != "kb-job" and confinement.get("uid") == os.geteuid()):
+        unverified.append("the candidate ran as the judge's own user (the judge was not started as root)")
     if len(problem_ids) != len(rules.kernels):
         unverified.append(f"only {', '.join(problem_ids)} judged (--only)")
     return {
@@ -154,6 +208,11 @@ def run_check(
         "timer": kit.timer,
         "shapes": shapes,
         "rules_commit": rules_commit or rules_commit_of(rules_path),
+        "isolation": {
+            "candidate": confinement,
+            "candidate_processes": candidates.started,
+            "reference_phase_s": reference_s,
+        },
         "rules_file": str(rules_path),
         "route_dir": str(route_dir),
         "guardrails": {

@@ -67,13 +67,29 @@ class GpuKit:
         integrity.cuda_synchronize(self.device)
 
     def prepare_run(self):
-        """Before every timed run: drain the device, evict L2, drop any persisting-L2 lines."""
+        """Before every timed run: drain the device, evict L2, drop any persisting-L2 lines. The judge does this
+        from its own context before it lets the candidate's timed call go: the L2 is the device's, not a context's."""
         self.sync()
         if self.flush_buffer is not None:
             self.flush_buffer.fill_(1.0)
+        self.reset_persisting()
+        self.sync()
+
+    def reset_persisting(self):
         if self._driver is not None:
             self._driver.cuCtxResetPersistingL2Cache()
+
+    def time_one(self, run):
+        """(CUDA-event ms, synchronize-bounded host ms, run()'s result) of one call on an idle device."""
+        start, end = integrity.cuda_event(enable_timing=True), integrity.cuda_event(enable_timing=True)
+        t0 = integrity.perf_counter()
+        start.record()
+        with torch.no_grad():
+            result = run()
+        end.record()
         self.sync()
+        wall = (integrity.perf_counter() - t0) * 1e3
+        return integrity.cuda_elapsed(start, end), wall, result
 
     def persisting_limit(self) -> int:
         """Bytes of L2 set aside for persisting accesses; a route that reserves any is after class 7."""
@@ -94,25 +110,6 @@ class GpuKit:
         held = [torch.full((numel,), POISON, dtype=torch.float32, device=self.device) for _ in range(blocks)]
         self.sync()
         del held
-
-    def time_runs(self, call, runs: int, before_run) -> tuple[Timing, list]:
-        """``before_run(i)`` runs untimed; returns timings and ``call(i)``'s results where it returns non-None."""
-        starts = [integrity.cuda_event(enable_timing=True) for _ in range(runs)]
-        ends = [integrity.cuda_event(enable_timing=True) for _ in range(runs)]
-        wall, kept = [], []
-        for i in range(runs):
-            before_run(i)
-            self.prepare_run()
-            t0 = integrity.perf_counter()
-            starts[i].record()
-            result = call(i)
-            ends[i].record()
-            self.sync()
-            wall.append((integrity.perf_counter() - t0) * 1e3)
-            if result is not None:
-                kept.append(result)
-            del result
-        return Timing([integrity.cuda_elapsed(s, e) for s, e in zip(starts, ends, strict=True)], wall), kept
 
 
 class CpuKit:
@@ -139,20 +136,18 @@ class CpuKit:
     def prepare_run(self):
         pass
 
+    def reset_persisting(self):
+        pass
+
+    def time_one(self, run):
+        t0 = integrity.perf_counter()
+        with torch.no_grad():
+            result = run()
+        elapsed = (integrity.perf_counter() - t0) * 1e3
+        return elapsed, elapsed, result
+
     def poison_free_memory(self, nbytes: int, blocks: int = 2):
         # The host allocator often hands a just-freed chunk back for the next request of the same size.
         numel = max(1, math.ceil(nbytes / 4))
         held = [torch.full((numel,), POISON, dtype=torch.float32) for _ in range(blocks)]
         del held
-
-    def time_runs(self, call, runs: int, before_run) -> tuple[Timing, list]:
-        times, kept = [], []
-        for i in range(runs):
-            before_run(i)
-            t0 = integrity.perf_counter()
-            result = call(i)
-            times.append((integrity.perf_counter() - t0) * 1e3)
-            if result is not None:
-                kept.append(result)
-            del result
-        return Timing(times, list(times)), kept

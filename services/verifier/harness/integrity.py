@@ -1,7 +1,9 @@
 """Class 6 defenses: private copies of what the harness trusts, and a check that route code swapped none of it.
 
 This module must be imported before any route code runs: the functions bound here are the ones the harness compares
-and times with, whatever a route later does to ``torch`` or ``time``.
+and times with, whatever a route later does to ``torch`` or ``time``. Route code runs only in the candidate process
+(verify.py), so in the judge these bindings are simply the originals; in the candidate process the snapshot is defence
+in depth that names class 6 early (route code there could rewrite the snapshot too: the judge never relies on it).
 """
 
 import builtins
@@ -48,12 +50,13 @@ _ALWAYS = {"__import__", "__init__", "__call__", "__eq__", "__torch_function__",
 
 
 def _callables(namespace, include_private: bool) -> dict:
+    """name -> (the callable, its code object): swapping a function's ``__code__`` keeps its identity."""
     found = {}
     for name, value in list(vars(namespace).items()):
         if name.startswith("_") and not include_private and name not in _ALWAYS:
             continue
         if callable(value) or isinstance(value, (staticmethod, classmethod, property)):
-            found[name] = value
+            found[name] = (value, getattr(value, "__code__", None))
     return found
 
 
@@ -69,12 +72,18 @@ class Snapshot:
             for label, ns in self._namespaces.items()
         }
 
+    def watch(self, label: str, namespace) -> None:
+        """Adds a namespace (a reference problem's Model, say) from now on."""
+        self._namespaces[label] = namespace
+        self._taken[label] = _callables(namespace, include_private=True)
+
     def changes(self) -> list[str]:
         changed = []
         for label, before in self._taken.items():
             now = vars(self._namespaces[label])
-            for name, value in before.items():
-                if now.get(name, _MISSING) is not value:
+            for name, (value, code) in before.items():
+                current = now.get(name, _MISSING)
+                if current is not value or getattr(current, "__code__", None) is not code:
                     changed.append(f"{label}.{name}")
         return changed
 

@@ -37,6 +37,7 @@ def handle(args: argparse.Namespace) -> int:
             only=args.only,
             device=args.device,
             skip_static=args.skip_static,
+            metrics_path=args.metrics,
         )
     except Exception as err:  # noqa: BLE001 -- any failure here means no verdict, reported as such
         could_not_run = type(err).__name__ == "CouldNotRun"

@@ -1,23 +1,32 @@
-"""Judging a route: per problem, correctness on secret random inputs, every guardrail, then timing.
+"""The judge: per problem, correctness on secret random inputs, every guardrail, then timing -- with the route's code
+in a confined candidate process of its own (candidate.py) and nothing of it in this one.
 
-The order matters and is part of the defense:
-1. The reference runs first, on its own clone of the inputs; its output stays alive while the candidate runs (class 1)
-   and is overwritten with POISON before it is freed. Freed blocks of the output's size are poisoned too, so output
-   memory the candidate never wrote shows (classes 1 and 2).
-2. The candidate runs on another clone; the pristine inputs are compared with that clone afterwards (class 3).
-3. Input set 0 is plain; the others carry sparse large canaries (class 2); all come from os.urandom seeds.
-4. Timing rotates a pool of input sets and refreshes a slot in place before sampled runs whose outputs are re-checked
-   against the reference (class 4: caches keyed on pointers or shapes, warm-up detection, replay).
+What runs where (docs: services/verifier/harness/README.md, "The process model"):
+- The judge (this process) reads the rules, draws every seed from ``secrets``, builds the reference models with
+  secret parameters and times every reference before the candidate process exists (check.py), so nothing a route
+  does can touch what the reference computes or how fast it runs. Its torch is never touched by route code.
+- The candidate process imports the route, and runs ModelNew on inputs it draws from the seeds the judge sends, one
+  call at a time; its outputs come back as copies (channel.py), which the judge compares with its own reference on
+  the same inputs, drawn again on its side from the same seed.
+- Timing: the judge flushes the L2 from its own context, then lets each timed call go; its own clock over the call
+  bounds what the candidate reports (a patched timer or lazy output shows as class 6). Every timed call gets inputs
+  drawn from a fresh secret seed into the same buffers (same pointers, new contents, a bumped version counter); the
+  judge picks, after each call returned, whether it wants that output back to re-check (class 4) -- the candidate
+  cannot tell which calls are re-checked before it has answered.
 """
 
+import contextlib
 import copy
 import gc
-import importlib.util
 import math
+import os
 import secrets
+import shutil
 import signal
+import subprocess
 import sys
-import threading
+import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,8 +34,9 @@ import torch
 
 from contracts.rules import Rules
 from kernels import problems as problem_registry
-from services.verifier.harness import integrity
-from services.verifier.harness.canaries import add_canaries
+from services.common.confine import Caps, Confinement, interpreter_paths
+from services.verifier.harness import draws, integrity
+from services.verifier.harness.channel import Channel, ChannelClosed, ChannelTimeout, ProtocolError, SharedBuffer
 from services.verifier.harness.device import POISON, CpuKit, GpuKit, Timing
 from services.verifier.harness.recorder import (
     OpRecorder,
@@ -43,11 +53,28 @@ REFERENCE_ERROR_FLOOR = 1e-7  # denominator floor, for references that hit the o
 FLOOR_MARGIN = 1.15  # read-only streams can beat the copy bandwidth the floors were measured with by a little
 SIDE_STREAM_RATIO = 1.3  # wall time over event time beyond this (plus slack) means work the events did not see
 SIDE_STREAM_SLACK_MS = 0.05
-TIMING_POOL = 2  # distinct input sets rotated through the timed runs
-RECHECKS = 5  # timed runs whose inputs are refreshed in place and whose outputs are re-checked
+# The judge's clock over a timed call vs what the candidate reported, beyond the channel's own cost measured before
+# route code was imported: over this ratio plus slack, the candidate's timer or its answer was tampered with.
+JUDGE_CLOCK_RATIO = 1.5
+JUDGE_CLOCK_SLACK_MS = {"gpu": 0.3, "cpu": 15.0}  # the CPU profile runs on shared, loaded CI machines
+TIMING_POOL = 2  # input buffers rotated through the timed runs
+RECHECKS = 5  # timed runs whose outputs the judge takes back and re-checks
 CPU_RUNS_CAP = 20  # the CPU profile's timing is indicative only; keep CI fast
 COPY_BANDWIDTH_BYTES_PER_S = 4.18e12  # H200, BENCHMARK.md
-PROBLEM_TIME_LIMIT_S = 300
+PROBLEM_TIME_LIMIT_S = 300.0  # per problem, for everything the candidate is asked; KB_PROBLEM_TIME_LIMIT_S overrides
+CALIBRATION_PINGS = 20
+COMPARE_CHUNK = 1 << 28  # elements compared at a time
+GPU_MEMORY_FRACTION = "0.55"  # of the GPU for the candidate's torch allocator (full shapes peak near 60 GB)
+CALIBRATION_BYTES = {"gpu": 64 << 20, "cpu": 4 << 20}
+CODE_ROOT = Path(__file__).resolve().parents[3]
+
+
+def problem_time_limit_s() -> float:
+    value = os.environ.get("KB_PROBLEM_TIME_LIMIT_S", "")
+    try:
+        return float(value) if float(value) > 0 else PROBLEM_TIME_LIMIT_S
+    except ValueError:
+        return PROBLEM_TIME_LIMIT_S
 
 
 class CouldNotRun(Exception):
@@ -62,8 +89,8 @@ class _Broken(Exception):
         self.reasons = list(reasons)
 
 
-class _TimeLimit(Exception):
-    pass
+class CandidateDied(Exception):
+    """The candidate process is gone or had to be killed; the message says what happened, naming the cap."""
 
 
 @dataclass
@@ -104,8 +131,6 @@ class Context:
     shape: str
     device: torch.device
     kit: GpuKit | CpuKit
-    snapshot: integrity.Snapshot
-    route_dir: Path
 
     @property
     def runs(self) -> int:
@@ -116,22 +141,12 @@ class Context:
         return self.rules.timing.warmup_runs if self.kit.profile == "gpu" else min(self.rules.timing.warmup_runs, 2)
 
 
-def _secret_generator(device: torch.device) -> torch.Generator:
-    generator = torch.Generator(device=device)
-    generator.manual_seed(secrets.randbits(63))
-    return generator
+def _seed() -> int:
+    return secrets.randbits(63)
 
 
-def _draw(problem, problem_id: str, ctx: Context, canaries: bool) -> list:
-    generator = _secret_generator(ctx.device)
-    inputs = problem.get_inputs(ctx.shape, device=ctx.device, generator=generator)
-    if canaries:
-        add_canaries(problem_id, inputs, generator)
-    return inputs
-
-
-def _clone(inputs: list) -> list:
-    return [t.clone() if isinstance(t, torch.Tensor) else t for t in inputs]
+def draw(problem, problem_id: str, ctx: Context, seed: int, canaries: bool) -> list:
+    return draws.draw(problem, problem_id, ctx.shape, ctx.device, seed, canaries)
 
 
 def _call(model, inputs: list):
@@ -139,21 +154,11 @@ def _call(model, inputs: list):
         return model(*inputs)
 
 
-def _randomize(model: torch.nn.Module, generator: torch.Generator):
-    """Every floating parameter and buffer uniform in [-1, 1): no default (weight 1, bias 0) survives (class 10)."""
-    with torch.no_grad():
-        for tensor in list(model.parameters()) + list(model.buffers()):
-            if tensor.is_floating_point():
-                draw = torch.rand(tensor.shape, generator=generator, device=tensor.device, dtype=tensor.dtype)
-                tensor.copy_(draw * 2 - 1)
-
-
-def _load_route_module(path: Path, problem_id: str):
-    spec = importlib.util.spec_from_file_location(f"kb_route_{problem_id}", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+def _fingerprint(out: torch.Tensor) -> tuple:
+    """Enough of an output to tell it again (the class 4 explanation): its float64 sum and 64 spread elements."""
+    flat = out.reshape(-1)
+    picks = flat[torch.linspace(0, max(flat.numel() - 1, 0), 64, device=flat.device).long()] if flat.numel() else flat
+    return (float(flat.sum(dtype=torch.float64)), tuple(picks.tolist()))
 
 
 def _relative_error(value: torch.Tensor, oracle: torch.Tensor) -> float:
@@ -168,55 +173,300 @@ def _relative_error(value: torch.Tensor, oracle: torch.Tensor) -> float:
     return math.sqrt(num) / max(math.sqrt(den), 1e-300)
 
 
+# -- the reference, judged and timed before any route code runs -------------------------------------------------------
+@dataclass
+class Reference:
+    problem_id: str
+    problem: object
+    model: torch.nn.Module
+    param_seed: int
+    timing: Timing | None = None
+    output_bytes: int = 0  # the size of one output, the most a candidate's copy may hold
+
+
+def prepare_reference(ctx: Context, problem_id: str) -> Reference:
+    problem = problem_registry.load(problem_id)
+    model = problem.Model(*problem.get_init_inputs(ctx.shape)).to(ctx.device).eval()
+    param_seed = _seed()
+    draws.randomize(model, param_seed)
+    return Reference(problem_id, problem, model, param_seed)
+
+
+def time_reference(ctx: Context, ref: Reference) -> Timing:
+    """The reference timed the way the candidate is: fresh canaried contents into rotating buffers before every call,
+    the L2 flushed, one call on an idle device."""
+    slots: dict[int, list] = {}
+
+    def refresh(i: int) -> list:
+        fresh = draw(ref.problem, ref.problem_id, ctx, _seed(), canaries=True)
+        slot = slots.setdefault(i % TIMING_POOL, fresh)
+        if slot is not fresh:
+            for target, source in zip(slot, fresh, strict=True):
+                if isinstance(target, torch.Tensor):
+                    target.copy_(source)
+        return slot
+
+    for i in range(ctx.warmup):
+        _call(ref.model, refresh(i))
+    device_ms, wall_ms = [], []
+    for i in range(ctx.runs):
+        inputs = refresh(i)
+        ctx.kit.prepare_run()
+        event, wall, out = ctx.kit.time_one(lambda inputs=inputs: ref.model(*inputs))
+        ref.output_bytes = out.numel() * out.element_size()
+        del out
+        device_ms.append(event)
+        wall_ms.append(wall)
+    return Timing(device_ms, wall_ms)
+
+
+# -- the candidate process ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CandidateSetup:
+    route_dir: Path  # the staged copy the candidate reads
+    problems_root: Path  # where `kernels.problems` is imported from
+    hidden: tuple[str, ...]  # the judge's files: the metrics file's directory, KB_HOME, tokens
+    caps: Caps
+    profile: str  # gpu | cpu
+    output_bytes: int  # the largest output of the problems judged: the shared buffer's size
+
+
+class CandidateProcess:
+    """The confined process route code runs in, and the judge's only line to it."""
+
+    def __init__(self, ctx: Context, setup: CandidateSetup, workdir: Path):
+        self.ctx = ctx
+        self.setup = setup
+        self.log_path = workdir / f"candidate-{secrets.token_hex(4)}.log"
+        self.confinement = Confinement.prepare(
+            setup.caps,
+            name="kb-candidate",
+            hidden=setup.hidden,
+            visible=[str(CODE_ROOT), str(setup.problems_root), str(setup.route_dir), *interpreter_paths()],
+            gpu=ctx.device.type == "cuda",
+        )
+        to_candidate, from_judge = os.pipe()
+        from_candidate, to_judge = os.pipe()
+        self.shared = SharedBuffer.create(max(setup.output_bytes, CALIBRATION_BYTES[setup.profile]))
+        self.shared_tensor = self.shared.tensor()
+        env = {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "LANG": "C.UTF-8",
+            "PYTHONPATH": str(CODE_ROOT),
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONNOUSERSITE": "1",
+            "KB_CHANNEL_FDS": f"{to_candidate},{to_judge}",
+            "KB_SHARED_FD": str(self.shared.fd),
+            "KB_SHARED_BYTES": str(self.shared.size),
+            "KB_DEVICE": ctx.device.type,
+            "KB_SHAPE": ctx.shape,
+            "KB_ROUTE_DIR": str(setup.route_dir),
+            "KB_PROBLEMS_ROOT": str(setup.problems_root),
+            **self.confinement.scratch_env(),
+        }
+        for name in ("TRITON_INTERPRET", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH"):
+            if name in os.environ:
+                env[name] = os.environ[name]
+        if ctx.device.type == "cuda":  # the judge keeps the rest: a candidate that takes it all fails, not the check
+            env["KB_GPU_MEMORY_FRACTION"] = os.environ.get("KB_GPU_MEMORY_FRACTION", GPU_MEMORY_FRACTION)
+        argv = self.confinement.command([sys.executable, "-m", "services.verifier.harness.candidate"])
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                pass_fds=(to_candidate, to_judge, self.shared.fd),
+                start_new_session=True,  # its own process group, killed as one
+            )
+        os.close(to_candidate)
+        os.close(to_judge)
+        self.channel = Channel(from_candidate, from_judge)
+        self._fds = (from_candidate, from_judge)
+        self.dead: str | None = None
+        self.calibrate()
+
+    # -- talking to it ---------------------------------------------------------------------------------------------
+    def ask(self, order: dict, deadline: float, max_payload: int = 0, reply: bool = True):
+        """Sends an order and returns (header, payload); CandidateDied when the process is gone or hangs."""
+        if self.dead:
+            raise CandidateDied(self.dead)
+        try:
+            self.channel.send(order)
+            if not reply:
+                return None, None
+            return self.channel.recv(deadline, max_payload)
+        except ChannelTimeout:
+            self.kill()
+            limit = problem_time_limit_s()
+            raise CandidateDied(
+                self._died(f"gave no answer to '{order['op']}' within the {limit:.0f} s limit")
+            ) from None
+        except (ChannelClosed, ProtocolError) as err:
+            what = "broke the channel" if isinstance(err, ProtocolError) else "ended"
+            if isinstance(err, ChannelClosed):  # let it finish ending: its exit status says how
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.proc.wait(timeout=5)
+            self.kill()
+            raise CandidateDied(self._died(f"{what} during '{order['op']}'")) from None
+
+    def recv(self, deadline: float, max_payload: int = 0, during: str = "timed"):
+        try:
+            return self.channel.recv(deadline, max_payload)
+        except ChannelTimeout:
+            self.kill()
+            raise CandidateDied(self._died(f"gave no answer to '{during}' in time")) from None
+        except (ChannelClosed, ProtocolError) as err:
+            if isinstance(err, ChannelClosed):
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.proc.wait(timeout=5)
+            self.kill()
+            raise CandidateDied(self._died(f"ended during '{during}'")) from None
+
+    def _died(self, what: str) -> str:
+        code = self.proc.poll()
+        caps = self.confinement.exceeded()
+        if code is not None and code > 128 and self.confinement.bwrap and code - 128 in signal.valid_signals():
+            code = 128 - code  # bubblewrap exits 128 + N when what it ran was killed by signal N
+        if code is not None and code < 0:
+            name = signal.Signals(-code).name if -code in signal.valid_signals() else str(-code)
+            caught = {"SIGXCPU": "its CPU-time cap", "SIGXFSZ": "its file-size cap"}.get(name)
+            how = f"was killed by {name}" + (f": it exceeded {caught}" if caught else "")
+        elif code is not None:
+            how = f"exited with code {code}"
+        else:
+            how = "was killed by the judge"
+        if caps:
+            how += f"; it ran into {' and '.join(caps)}"
+        tail = self.output_tail(400)
+        self.dead = f"route: the candidate process {what} and {how}" + (f" (its output ends: {tail!r})" if tail else "")
+        return self.dead
+
+    def output_tail(self, size: int) -> str:
+        try:
+            with open(self.log_path, "rb") as handle:
+                handle.seek(0, os.SEEK_END)
+                handle.seek(max(0, handle.tell() - size))
+                return handle.read().decode("utf-8", "replace").strip()
+        except OSError:
+            return ""
+
+    def calibrate(self) -> None:
+        """The channel's own cost, measured before any route code is imported: a round trip (with a device
+        synchronize) and a copy back per byte. The judge's clock checks allow exactly these on top of a call."""
+        deadline = time.monotonic() + max(problem_time_limit_s(), 120)
+        trips = []
+        for _ in range(CALIBRATION_PINGS):
+            t0 = time.perf_counter()
+            header, _ = self.ask({"op": "ping"}, deadline)
+            trips.append((time.perf_counter() - t0) * 1e3)
+        self.round_trip_ms = Timing.median(trips)
+        nbytes = CALIBRATION_BYTES[self.setup.profile]
+        copies = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            self.ask({"op": "echo", "size": nbytes}, deadline, max_payload=nbytes)
+            copies.append((time.perf_counter() - t0) * 1e3 - self.round_trip_ms)
+        self.copy_ms_per_byte = max(min(copies), 0.0) / nbytes
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=10)
+        if self.confinement.cgroup is not None:
+            self.confinement.cgroup.kill_all()
+
+    def stop(self) -> None:
+        """Asks it to exit, then makes sure: nothing of it outlives the problem it was judged on."""
+        if not self.dead:
+            with contextlib.suppress(ChannelClosed, OSError):
+                self.channel.send({"op": "exit"})
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=10)
+        self.kill()
+        self.confinement.close()
+        for fd in (*self._fds, self.shared.fd):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+# -- judging one problem -----------------------------------------------------------------------------------------------
 class _Judge:
     """Checks one problem's candidate against its reference; every check raises _Broken with a class-named reason."""
 
-    def __init__(self, ctx: Context, problem_id: str, result: ProblemResult):
+    def __init__(self, ctx: Context, ref: Reference, result: ProblemResult, candidate: CandidateProcess):
         self.ctx = ctx
-        self.id = problem_id
+        self.ref = ref
+        self.id = ref.problem_id
+        self.problem = ref.problem
         self.result = result
-        self.problem = problem_registry.load(problem_id)
+        self.candidate = candidate
+        self.deadline = time.monotonic() + problem_time_limit_s()
 
-    # -- guards around every candidate call --------------------------------------------------------------------------
-    def candidate_call(self, model, inputs: list, recorder: OpRecorder | None = None):
-        threads_before = integrity.active_threads()
-        try:
-            if recorder is not None:
-                with recorder:
-                    out = _call(model, inputs)
-            else:
-                out = _call(model, inputs)
-            self.ctx.kit.sync()
-        except _TimeLimit:
-            raise
-        except Exception as err:  # the route's code failed; that is the route's problem, not the harness's
-            self.check_integrity()
-            raise _Broken(f"route: candidate raised {type(err).__name__}: {str(err)[:300]}") from err
-        self.check_integrity()
-        if integrity.active_threads() > threads_before:
-            raise _Broken("class 5 (side streams / hidden work): candidate left threads running after it returned")
-        return out
+    def ask(self, order: dict, max_payload: int = 0):
+        header, payload = self.candidate.ask(order, self.deadline, max_payload)
+        self.check_facts(header)
+        if "error" in header:
+            raise _Broken(str(header["error"])[:600])
+        return header, payload
 
-    def check_integrity(self):
-        changed = self.ctx.snapshot.changes()
+    def check_facts(self, header: dict) -> None:
+        """What the candidate side saw of tampering (defence in depth: the judge's own checks do not need it)."""
+        changed = header.get("integrity") or []
         if changed:
-            raise _Broken(f"class 6 (patching the harness): route code replaced {', '.join(changed[:8])}")
-        reserved = self.ctx.kit.persisting_limit()
-        if reserved:
-            self.ctx.kit.clear_persisting_limit()
-            raise _Broken(f"class 7 (L2 persistence): route code set aside {reserved} bytes of L2 for persisting data")
-
-    # -- output comparison -------------------------------------------------------------------------------------------
-    def output_faults(self, out, expected: torch.Tensor) -> str | None:
-        """None when ``out`` matches ``expected`` within atol/rtol (NaN never passes); else what is wrong with it."""
-        if type(out) is not integrity.tensor_type:
-            return f"class 6 (patching the harness): candidate returned {type(out).__name__}, not a plain torch.Tensor"
-        if out.shape != expected.shape or out.dtype != expected.dtype or out.device != expected.device:
-            return (
-                f"class 2 (partial work or wrong result): output is {tuple(out.shape)} {out.dtype} on {out.device}, "
-                f"the reference's {tuple(expected.shape)} {expected.dtype} on {expected.device}"
+            names = ", ".join(str(c) for c in changed[:8])
+            raise _Broken(f"class 6 (patching the harness): route code replaced {names}")
+        if header.get("persisting_l2_bytes"):
+            raise _Broken(
+                f"class 7 (L2 persistence): route code set aside {header['persisting_l2_bytes']} bytes of L2 for "
+                "persisting data"
             )
-        if integrity.allclose(out, expected, rtol=self.ctx.rules.rtol, atol=self.ctx.rules.atol, equal_nan=False):
+        if header.get("threads_grew"):
+            raise _Broken("class 5 (side streams / hidden work): candidate left threads running after it returned")
+
+    # -- outputs ---------------------------------------------------------------------------------------------------
+    def received(self, header: dict, payload, expected: torch.Tensor):
+        """The candidate's output as a tensor on the judge's device, or a fault naming what is wrong with it."""
+        meta = header.get("output") or {}
+        if not meta.get("plain"):
+            return None, (
+                f"class 6 (patching the harness): candidate returned {str(meta.get('type'))[:60]}, not a plain "
+                "torch.Tensor"
+            )
+        dtype = str(expected.dtype).removeprefix("torch.")
+        shape, device = list(expected.shape), expected.device.type
+        if meta.get("dtype") != dtype or meta.get("shape") != shape or meta.get("device") != device:
+            return None, (
+                f"class 2 (partial work or wrong result): output is {tuple(meta.get('shape') or ())} "
+                f"{meta.get('dtype')} on {meta.get('device')}, the reference's {tuple(shape)} {dtype} on {device}"
+            )
+        nbytes = expected.numel() * expected.element_size()
+        if nbytes == 0:
+            return torch.empty_like(expected), None
+        if header.get("shared") == nbytes and nbytes <= self.candidate.shared.size:
+            # Copied out at once: the candidate can write the shared buffer again, the judge's copy it cannot.
+            raw = self.candidate.shared_tensor[:nbytes]
+            out = torch.empty(expected.shape, dtype=expected.dtype, device=expected.device)
+            out.reshape(-1).view(torch.uint8).copy_(raw)
+            return out, None
+        if payload is None or len(payload) != nbytes:
+            return None, f"class 2 (partial work or wrong result): {len(payload or b'')} output bytes, not {nbytes}"
+        out = torch.frombuffer(payload, dtype=torch.uint8).view(expected.dtype).reshape(expected.shape)
+        return out.to(expected.device), None
+
+    def output_faults(self, out, expected: torch.Tensor) -> str | None:
+        """None when ``out`` matches ``expected`` within atol/rtol (NaN never passes); else what is wrong with it.
+        Chunked: a full-shape output is gigabytes, and allclose's temporaries are several times that."""
+        rules = self.ctx.rules
+        flat_out, flat_expected = out.reshape(-1), expected.reshape(-1)
+        if all(
+            integrity.allclose(
+                flat_out[i : i + COMPARE_CHUNK], flat_expected[i : i + COMPARE_CHUNK], rules.rtol, rules.atol, False
+            )
+            for i in range(0, max(flat_out.numel(), 1), COMPARE_CHUNK)
+        ):
             return None
         poisoned = int((out == POISON).sum())
         if poisoned and not bool((expected == POISON).any()):
@@ -233,92 +483,60 @@ class _Judge:
         )
 
     def record_error(self, out, expected):
-        if type(out) is integrity.tensor_type and out.shape == expected.shape and out.dtype == expected.dtype:
-            err = float((out - expected).abs().max()) if out.numel() else 0.0
-            self.result.max_abs_error = max(self.result.max_abs_error, err)
+        err = float((out - expected).abs().max()) if out.numel() else 0.0
+        self.result.max_abs_error = max(self.result.max_abs_error, err)
+
+    def run_candidate(self, seed: int, canaries: bool, expected: torch.Tensor, **options):
+        nbytes = expected.numel() * expected.element_size()
+        order = {"op": "call", "seed": seed, "canaries": canaries, "poison_bytes": nbytes, **options}
+        header, payload = self.ask(order, max_payload=nbytes)
+        if header.get("mutated"):
+            raise _Broken(f"class 3 (input mutation): candidate changed input {header['mutated'][0]}")
+        out, fault = self.received(header, payload, expected)
+        return header, out, fault
 
     # -- the steps ---------------------------------------------------------------------------------------------------
-    def build_models(self, route_module):
-        init = self.problem.get_init_inputs(self.ctx.shape)
-        reference = self.problem.Model(*init).to(self.ctx.device).eval()
-        _randomize(reference, _secret_generator(self.ctx.device))
-        model_new = getattr(route_module, "ModelNew", None)
-        if model_new is None:
-            raise _Broken(f"route: {self.id}.py defines no ModelNew")
-        try:
-            candidate = model_new(*init)
-        except Exception as err:
-            raise _Broken(f"route: ModelNew{tuple(init)} raised {type(err).__name__}: {str(err)[:300]}") from err
-        self.check_integrity()
-        if not isinstance(candidate, torch.nn.Module):
-            raise _Broken(f"route: ModelNew is {type(candidate).__name__}, not a torch.nn.Module")
-        candidate = candidate.to(self.ctx.device).eval()
-        try:
-            candidate.load_state_dict(reference.state_dict(), strict=True)
-        except RuntimeError as err:
-            raise _Broken(
-                "class 10 (ignored parameters): ModelNew's parameters and buffers do not match the reference's "
-                f"names and shapes: {str(err).splitlines()[-1].strip()[:300]}"
-            ) from err
-        return reference, candidate
+    def load(self):
+        self.ask({"op": "load", "problem": self.id, "shape": self.ctx.shape, "param_seed": self.ref.param_seed})
 
-    def default_parameters_explain(self, inputs: list) -> bool:
-        """True when the candidate matches with default parameters: it ignores the randomised ones (class 10)."""
-        init = self.problem.get_init_inputs(self.ctx.shape)
-        reference = self.problem.Model(*init).to(self.ctx.device).eval()
-        if not list(reference.parameters()) and not list(reference.buffers()):
-            return False
-        candidate = self.candidate_module.ModelNew(*init).to(self.ctx.device).eval()
-        candidate.load_state_dict(reference.state_dict(), strict=True)
-        expected = _call(reference, _clone(inputs))
-        out = self.candidate_call(candidate, _clone(inputs))
-        return self.output_faults(out, expected) is None
-
-    def check_correctness(self, reference, candidate):
+    def check_correctness(self):
         rules = self.ctx.rules
-        previous_out = None
+        earlier = []  # fingerprints of the outputs already judged, not the outputs: full shapes are gigabytes
+        lowered = None
         for index in range(rules.random_inputs):
             canaried = index > 0
-            inputs = _draw(self.problem, self.id, self.ctx, canaries=canaried)
-            expected = _call(reference, _clone(inputs))
-            self.ctx.kit.sync()
-            candidate_inputs = _clone(inputs)
-            self.ctx.kit.poison_free_memory(expected.numel() * expected.element_size())
-            recorder = OpRecorder(self.ctx.device) if index == 0 else None
-            out = self.candidate_call(candidate, candidate_inputs, recorder)
-            for position, (pristine, seen) in enumerate(zip(inputs, candidate_inputs, strict=True)):
-                if isinstance(pristine, torch.Tensor) and not integrity.equal(pristine, seen):
-                    raise _Broken(f"class 3 (input mutation): candidate changed input {position}")
-            fault = self.output_faults(out, expected)
-            self.record_error(out, expected)
+            seed = _seed()
+            inputs = draw(self.problem, self.id, self.ctx, seed, canaries=canaried)
+            expected = _call(self.ref.model, inputs)
+            header, out, fault = self.run_candidate(seed, canaried, expected, record_ops=index == 0)
             if fault is not None:
-                raise _Broken(self.explain_mismatch(fault, out, previous_out, inputs, canaried))
+                raise _Broken(fault)
+            self.record_error(out, expected)
+            fault = self.output_faults(out, expected)
+            if fault is not None:
+                raise _Broken(self.explain_mismatch(fault, out, earlier, seed, canaried))
             if index == 0:
-                self.check_ops(reference, recorder, inputs)
-                plain = (inputs, out, expected.clone())  # judged for precision once the canaries had their say
-            expected.fill_(POISON)  # scrubbed before it is freed: the allocator must not hand an answer back
-            del expected
-            previous_out = out
+                self.check_ops(header, inputs)
+                lowered = self.check_precision(inputs, out, expected)
+            earlier.append(_fingerprint(out))
+            del inputs, expected, out
         # Last, so that a partial-work kernel is named by the canaries (class 2), not by its error (class 8).
-        self.check_precision(reference, *plain)
+        if lowered:
+            raise _Broken(lowered)
 
-    def explain_mismatch(self, fault, out, previous_out, inputs, canaried) -> str:
-        if fault.startswith(("class 1", "class 6")) or not isinstance(out, torch.Tensor):
+    def explain_mismatch(self, fault, out, earlier, seed, canaried) -> str:
+        if fault.startswith("class 1"):
             return fault
-        same_as_before = isinstance(previous_out, torch.Tensor) and previous_out.shape == out.shape
-        if same_as_before and integrity.equal(previous_out, out):
+        if _fingerprint(out) in earlier:
             return (
                 "class 4 (caching/replay) or class 2 (constant output): candidate returned exactly its output for an "
                 f"earlier, different input; {fault}"
             )
-        try:
-            if self.default_parameters_explain(inputs):
-                return (
-                    "class 10 (ignored parameters): candidate matches the reference with default parameters but not "
-                    f"with the randomised ones; {fault}"
-                )
-        except _Broken:
-            pass
+        if self.default_parameters_explain(seed, canaried):
+            return (
+                "class 10 (ignored parameters): candidate matches the reference with default parameters but not "
+                f"with the randomised ones; {fault}"
+            )
         if canaried:
             return (
                 "class 2 (partial work): candidate matched on plain inputs but not once sparse large canaries were "
@@ -326,23 +544,38 @@ class _Judge:
             )
         return fault
 
-    def check_ops(self, reference, candidate_recorder: OpRecorder, inputs: list):
+    def default_parameters_explain(self, seed: int, canaried: bool) -> bool:
+        """True when the candidate matches with default parameters: it ignores the randomised ones (class 10)."""
+        init = self.problem.get_init_inputs(self.ctx.shape)
+        reference = self.problem.Model(*init).to(self.ctx.device).eval()
+        if not list(reference.parameters()) and not list(reference.buffers()):
+            return False
+        expected = _call(reference, draw(self.problem, self.id, self.ctx, seed, canaries=canaried))
+        try:
+            _, out, fault = self.run_candidate(seed, canaried, expected, default_params=True)
+        except _Broken:
+            return False
+        return fault is None and self.output_faults(out, expected) is None
+
+    def check_ops(self, header: dict, inputs: list):
         reference_recorder = OpRecorder(self.ctx.device)
-        reference_inputs = _clone(inputs)
         with reference_recorder:
-            _call(reference, reference_inputs)
+            _call(self.ref.model, inputs)
+        candidate_recorder = OpRecorder(self.ctx.device)
+        candidate_recorder.families = {str(f) for f in header.get("families") or []}
+        candidate_recorder.host_ops = {str(f) for f in header.get("host_ops") or []}
         found = op_violations(candidate_recorder, reference_recorder)
-        self.result.details["candidate_ops"] = sorted(candidate_recorder.families)
+        self.result.details["candidate_ops"] = sorted(candidate_recorder.families)[:200]
         self.result.details["reference_ops"] = sorted(reference_recorder.families)
         if found:
             raise _Broken(*found)
 
-    def check_kernels(self, reference, candidate, triton_kernels: set[str]):
-        inputs = _draw(self.problem, self.id, self.ctx, canaries=False)
-        ref_args, cand_args = _clone(inputs), _clone(inputs)
-        reference_names = launched_kernels(lambda: _call(reference, ref_args))
-        candidate_names = launched_kernels(lambda: _call(candidate, cand_args))
-        self.check_integrity()
+    def check_kernels(self, triton_kernels: set[str]):
+        seed = _seed()
+        inputs = draw(self.problem, self.id, self.ctx, seed, canaries=False)
+        reference_names = launched_kernels(lambda: _call(self.ref.model, inputs))
+        header, _ = self.ask({"op": "kernels", "seed": seed})
+        candidate_names = [str(n) for n in header.get("kernels") or []]
         if not reference_names:  # every reference launches kernels: the profiler is not working here
             self.result.details["kernel_check"] = "unavailable: the profiler saw no kernels of the reference"
             return
@@ -351,14 +584,14 @@ class _Judge:
         )
         self.result.details["candidate_kernels"] = sorted(
             {f"{classify_kernel(n, triton_kernels)}: {n[:80]}" for n in candidate_names}
-        )
+        )[:100]
         found = kernel_violations(candidate_names, reference_names, triton_kernels)
         if found:
             raise _Broken(*found)
 
-    def check_precision(self, reference, inputs: list, out, expected):
-        """Error against a float64 oracle, the candidate's over the reference's own (class 8)."""
-        oracle_model = copy.deepcopy(reference).double()
+    def check_precision(self, inputs: list, out, expected) -> str | None:
+        """Error against a float64 oracle, the candidate's over the reference's own: the class 8 violation, or None."""
+        oracle_model = copy.deepcopy(self.ref.model).double()
         oracle_inputs = [t.double() if isinstance(t, torch.Tensor) and t.is_floating_point() else t for t in inputs]
         oracle = _call(oracle_model, oracle_inputs)
         del oracle_inputs
@@ -370,53 +603,85 @@ class _Judge:
         self.result.details["candidate_rel_error"] = candidate_error
         self.result.details["reference_rel_error"] = reference_error
         if ratio > PRECISION_RATIO_BOUND and candidate_error > PRECISION_REL_ERROR_FLOOR:
-            raise _Broken(
+            return (
                 f"class 8 (lowered precision): error vs a float64 oracle is {ratio:.1f}x the reference's "
                 f"(relative {candidate_error:.2e} vs {reference_error:.2e}), the level of TF32 or bf16 arithmetic"
             )
+        return None
 
-    def time_model(self, model, reference, recheck: bool) -> Timing:
+    def time_candidate(self) -> Timing:
         ctx = self.ctx
-        pool = [_draw(self.problem, self.id, ctx, canaries=False) for _ in range(TIMING_POOL)]
-        sampled = secrets.SystemRandom().sample(range(ctx.runs), min(RECHECKS, ctx.runs))
-        recheck_runs = set(sampled) if recheck else set()
-        expected = {}
-
-        def before_run(i):
-            if i in recheck_runs:
-                slot = pool[i % TIMING_POOL]
-                fresh = _draw(self.problem, self.id, ctx, canaries=True)
-                for target, source in zip(slot, fresh, strict=True):
-                    if isinstance(target, torch.Tensor):
-                        target.copy_(source)  # same pointer, new contents: a pointer-keyed cache goes stale
-                del fresh
-                expected[i] = _call(reference, _clone(slot))
-
-        def call(i):
-            out = _call(model, pool[i % TIMING_POOL])
-            return (i, out) if i in recheck_runs else None
-
-        for i in range(ctx.warmup):
-            _call(model, pool[i % TIMING_POOL])
-        ctx.kit.sync()
-        threads_before = integrity.active_threads()
-        timing, kept = ctx.kit.time_runs(call, ctx.runs, before_run)
-        self.check_integrity()
-        if recheck and integrity.active_threads() > threads_before:
-            raise _Broken("class 5 (side streams / hidden work): candidate left threads running after timed runs")
-        for i, out in kept:
-            fault = self.output_faults(out, expected[i])
+        warm = [[i % TIMING_POOL, _seed()] for i in range(max(ctx.warmup, TIMING_POOL))]
+        self.ask({"op": "warmup", "calls": warm})
+        rechecked = set(secrets.SystemRandom().sample(range(ctx.runs), min(RECHECKS, ctx.runs)))
+        device_ms, reported_wall, judged_wall, late = [], [], [], []
+        for i in range(ctx.runs):
+            seed = _seed()
+            self.ask({"op": "timed", "slot": i % TIMING_POOL, "seed": seed})
+            ctx.kit.prepare_run()  # the L2 flushed from the judge's context: the L2 is the device's
+            t0 = time.perf_counter()
+            self.candidate.ask({"op": "go"}, self.deadline, reply=False)
+            done, _ = self.candidate.recv(self.deadline, during="timed")
+            t1 = time.perf_counter()
+            self.check_facts(done)
+            if "error" in done:
+                raise _Broken(str(done["error"])[:600])
+            event, wall = done.get("device_ms"), done.get("wall_ms")
+            if not all(isinstance(v, (int, float)) and math.isfinite(v) and v >= 0 for v in (event, wall)):
+                raise _Broken("class 6 (patching the harness): the candidate reported no usable time for a timed call")
+            device_ms.append(float(event))
+            reported_wall.append(float(wall))
+            judged_wall.append((t1 - t0) * 1e3)
+            if i not in rechecked:
+                self.candidate.ask({"op": "drop"}, self.deadline, reply=False)
+                continue
+            nbytes = self.ref.output_bytes
+            self.candidate.ask({"op": "keep"}, self.deadline, reply=False)
+            header, payload = self.candidate.recv(self.deadline, nbytes, during="keep")
+            t2 = time.perf_counter()
+            # The output must have existed when the candidate said it was done: what its copy took beyond the copy's
+            # own cost (measured before route code was imported) is work done after the reported time.
+            copy_ms = 2.0 * nbytes * self.candidate.copy_ms_per_byte + 2 * self.candidate.round_trip_ms
+            late.append(((t2 - t1) * 1e3 - copy_ms, float(wall)))
+            expected = _call(self.ref.model, draw(self.problem, self.id, ctx, seed, canaries=True))
+            out, fault = self.received(header, payload, expected)
+            fault = fault or self.output_faults(out, expected)
             if fault is not None:
                 raise _Broken(
-                    f"class 4 (caching/replay): timed run {i}, whose inputs were refreshed in place, does not match "
-                    f"the reference; {fault}"
+                    f"class 4 (caching/replay): timed run {i}, whose inputs were fresh like every timed run's, does "
+                    f"not match the reference; {fault}"
                 )
-        return timing
+        self.check_facts(self.ask({"op": "ping", "facts": True})[0])
+        self.check_judges_clock(reported_wall, judged_wall, late)
+        return Timing(device_ms, reported_wall)
 
-    def time_both(self, reference, candidate):
+    def check_judges_clock(self, reported_wall, judged_wall, late):
+        """Class 6: what the candidate reports must account for the time the judge saw the call take. Judged on the
+        quietest calls (a quarter of them, the fastest re-check), so that a loaded machine's hiccups are not read as
+        tampering, while a patched timer or a lazy output is late on every call."""
+        slack = JUDGE_CLOCK_SLACK_MS[self.ctx.kit.profile]
+        trip = self.candidate.round_trip_ms
+        excess = sorted(j - trip - JUDGE_CLOCK_RATIO * r for j, r in zip(judged_wall, reported_wall, strict=True))
+        quiet = excess[len(excess) // 4]
+        self.result.details.update(judge_wall_ms=Timing.median(judged_wall) - trip, channel_round_trip_ms=trip)
+        if quiet > slack:
+            claimed, seen = Timing.median(reported_wall), Timing.median(judged_wall) - trip
+            raise _Broken(
+                f"class 6 (patching the harness): the candidate's timer reported {claimed:.3f} ms per call (median) "
+                f"but the judge's clock saw {seen:.3f} ms -- a patched timer or statistics"
+            )
+        if late and min(took - JUDGE_CLOCK_RATIO * wall for took, wall in late) > slack:
+            took, wall = min(late)
+            raise _Broken(
+                f"class 6 (patching the harness): every re-checked output arrived late, at least {took:.3f} ms after "
+                f"its call was reported done (copy allowed for) while the candidate reported {wall:.3f} ms for the "
+                "call -- work done after the reported time (a lazy or deferred output)"
+            )
+
+    def judge_timing(self):
         ctx = self.ctx
-        ref_timing = self.time_model(reference, reference, recheck=False)
-        cand_timing = self.time_model(candidate, reference, recheck=True)
+        ref_timing = self.ref.timing
+        cand_timing = self.time_candidate()
         ref_ms, cand_ms = Timing.median(ref_timing.device_ms), Timing.median(cand_timing.device_ms)
         cand_wall = Timing.median(cand_timing.wall_ms)
         result = self.result
@@ -432,7 +697,8 @@ class _Judge:
             if cand_wall > SIDE_STREAM_RATIO * cand_ms + SIDE_STREAM_SLACK_MS:
                 raise _Broken(
                     f"class 5 (side streams / hidden work): CUDA events saw {cand_ms:.3f} ms but the synchronize-"
-                    f"bounded wall time was {cand_wall:.3f} ms -- work ran where the timing events do not look"
+                    f"bounded wall time was {cand_wall:.3f} ms -- work ran where the timing events do not look (or "
+                    "the event timer was patched)"
                 )
             if ctx.shape == "full":
                 floor_ms = self.problem.H200_MS["floor"]
@@ -447,50 +713,89 @@ class _Judge:
                 )
 
 
+class Candidates:
+    """The candidate process of a check: started when first needed, started again after one died."""
+
+    def __init__(self, ctx: Context, setup: CandidateSetup, workdir: Path):
+        self.ctx, self.setup, self.workdir = ctx, setup, workdir
+        self.current: CandidateProcess | None = None
+        self.started = 0
+        self.confinement: dict = {}
+
+    def get(self) -> CandidateProcess:
+        if self.current is None or self.current.dead:
+            if self.current is not None:
+                self.current.stop()
+            try:
+                self.current = CandidateProcess(self.ctx, self.setup, self.workdir)
+            except LookupError as err:
+                raise CouldNotRun(str(err)) from err
+            except CandidateDied as err:
+                raise CouldNotRun(f"the candidate process could not start before any route code ran: {err}") from err
+            self.started += 1
+            self.confinement = {
+                **self.current.confinement.describe(),
+                "round_trip_ms": self.current.round_trip_ms,
+                "copy_gb_per_s": (1e-6 / self.current.copy_ms_per_byte) if self.current.copy_ms_per_byte else None,
+            }
+        return self.current
+
+    def close(self) -> None:
+        if self.current is not None:
+            self.current.stop()
+            self.current = None
+
+
+def stage_route(route_dir: Path, workdir: Path) -> Path:
+    """A copy of the route's Python files the job user can read (the original may lie in a private directory)."""
+    staged = workdir / "route"
+    staged.mkdir(mode=0o755)
+    for path in sorted(route_dir.rglob("*.py")):
+        if path.is_symlink() or not path.is_file():
+            continue
+        target = staged / path.relative_to(route_dir)
+        target.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+        shutil.copyfile(path, target)
+        target.chmod(0o644)
+    return staged
+
+
+def make_workdir() -> Path:
+    """The judge's own scratch directory: the staged route (readable by the job user), the candidate's log."""
+    workdir = Path(tempfile.mkdtemp(prefix="kb-judge-"))
+    workdir.chmod(0o711)
+    return workdir
+
+
 def verify_problem(
-    ctx: Context, problem_id: str, route_file: Path | None, scans: list[ScanResult], skip_static: bool = False
+    ctx: Context,
+    ref: Reference | None,
+    candidates: Candidates,
+    problem_id: str,
+    scans: list[ScanResult],
+    skip_static: bool = False,
 ) -> ProblemResult:
-    """Judge one problem; a missing route file counts as the baseline (speed-up 1, not submitted)."""
-    if route_file is None:
+    """Judge one problem; no reference (no route file) counts as the baseline (speed-up 1, not submitted)."""
+    if ref is None:
         return ProblemResult(problem_id, submitted=False, speedup=1.0)
     result = ProblemResult(problem_id, submitted=True)
     static = [v for scan in scans for v in scan.violations]
     triton_kernels = set().union(*(scan.triton_kernels for scan in scans)) if scans else set()
-    judge = _Judge(ctx, problem_id, result)
-
-    def on_alarm(signum, frame):
-        raise _TimeLimit()
-
-    use_alarm = hasattr(signal, "SIGALRM") and threading.current_thread() is threading.main_thread()
-    if use_alarm:
-        previous = signal.signal(signal.SIGALRM, on_alarm)
-        signal.alarm(PROBLEM_TIME_LIMIT_S)
     try:
         if static and not skip_static:
             raise _Broken(*static)
-        try:
-            judge.candidate_module = _load_route_module(route_file, problem_id)
-        except _TimeLimit:
-            raise
-        except Exception as err:
-            judge.check_integrity()
-            raise _Broken(f"route: {route_file.name} failed to import: {type(err).__name__}: {str(err)[:300]}") from err
-        judge.check_integrity()
-        reference, candidate = judge.build_models(judge.candidate_module)
-        judge.check_correctness(reference, candidate)
+        judge = _Judge(ctx, ref, result, candidates.get())
+        judge.load()
+        judge.check_correctness()
         if ctx.kit.profile == "gpu":
-            judge.check_kernels(reference, candidate, triton_kernels)
-        judge.time_both(reference, candidate)
+            judge.check_kernels(triton_kernels)
+        judge.judge_timing()
     except _Broken as broken:
         result.passed = False
         result.violations.extend(broken.reasons)
-    except _TimeLimit:
+    except CandidateDied as died:
         result.passed = False
-        result.violations.append(f"route: {problem_id} took longer than {PROBLEM_TIME_LIMIT_S} s to judge")
-    finally:
-        if use_alarm:
-            signal.alarm(0)
-            signal.signal(signal.SIGALRM, previous)
+        result.violations.append(str(died))
     return result
 
 

@@ -1,7 +1,8 @@
-"""Runs a check script in a sandboxed subprocess.
+"""Runs untrusted commands (a check script, a job's script) in a sandboxed subprocess; shared by the verifier and the
+scheduler.
 
-Each run gets its own box: `work/` (the working copy), `out/` (where the metrics file goes), `home/` and `tmp/`.
-The script runs under `bash`, as a plain script (not through Slurm), with:
+Each run gets its own box: `work/` (the working copy), `out/` (where results go), `home/` and `tmp/`.
+The command runs as a plain process (not through Slurm), with:
 - no network: its own network namespace (`unshare --net`; only a loopback that is down), and the unix sockets of
   the host (PostgreSQL's under /run, test clusters' under /tmp) hidden under empty tmpfs;
 - a read-only view of the host, its box the only writable place, KB_HOME and credentials hidden, every capability
@@ -16,6 +17,7 @@ Where unshare is unavailable the run goes ahead without namespaces and says so l
 import asyncio
 import contextlib
 import os
+import shlex
 import shutil
 import signal
 import stat
@@ -27,10 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from contracts.metrics import MAX_BYTES as MAX_METRICS_BYTES
-from services.common import metrics
 from services.common.logs import get_logger
-from services.verifier.domain import RunOutcome
 
 SETUP_SCRIPT = Path(__file__).with_name("sandbox_setup.sh")
 INNER_ROOT = "/var/tmp"  # where the box appears inside the namespaces
@@ -38,10 +37,6 @@ UNSHARE = ("unshare", "--net", "--mount", "--pid", "--fork", "--kill-child", "--
 OUTPUT_TAIL_BYTES = 8000
 MAX_FILE_BYTES = 4 * 1024**3
 MAX_OPEN_FILES = 4096
-
-NOT_ISOLATED = metrics.counter(
-    "kb_verifier_sandbox_not_isolated_total", "Check runs without network/mount isolation (unshare unavailable)."
-)
 
 log = get_logger()
 
@@ -80,6 +75,16 @@ class SandboxConfig:
 
 
 @dataclass(frozen=True)
+class Finished:
+    """What the sandbox saw of one run."""
+
+    exit_code: int | None  # None when it was killed at its time limit; negative: killed by that signal
+    timed_out: bool
+    duration_s: float
+    output_tail: str  # the end of its stdout + stderr
+
+
+@dataclass(frozen=True)
 class Box:
     path: Path  # on the host
     inner: str  # the same directory as the script sees it
@@ -112,9 +117,9 @@ def _guarded(command: Sequence[str], cpu_seconds: int) -> list[str]:
     ]
 
 
-def _read_metrics(path: Path, limit: int) -> tuple[bytes | None, str]:
-    """(the file's bytes, at most limit + 1; or None when absent) and why it could not be read; never follows a
-    symlink out of the box."""
+def read_result_file(path: Path, limit: int) -> tuple[bytes | None, str]:
+    """(a file a sandboxed run wrote: its bytes, at most limit + 1; or None when absent) and why it could not be
+    read; never follows a symlink out of the box."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except (FileNotFoundError, NotADirectoryError):
@@ -163,19 +168,10 @@ class Sandbox:
     def remove_box(self, box: Box) -> None:
         shutil.rmtree(box.path, ignore_errors=True)
 
-    async def run(
-        self,
-        box: Box,
-        script: str,
-        args: Sequence[str],
-        env: Mapping[str, str],
-        *,
-        time_limit_s: int,
-        metrics_file: str,
-    ) -> RunOutcome:
-        """Runs `bash <script> <args>` from the box's working copy; env is the script's whole environment (paths
-        in it are as the script sees them: box.inner_path(...))."""
-        command = ["bash", script, *args]
+    async def run(self, box: Box, command: Sequence[str], env: Mapping[str, str], *, time_limit_s: int) -> Finished:
+        """Runs ``command`` from the box's working copy; env is its whole environment (paths in it are as the
+        command sees them: box.inner_path(...))."""
+        command = list(command)
         if self.config.isolate:
             command = [
                 *UNSHARE,
@@ -189,8 +185,7 @@ class Sandbox:
                 *command,
             ]
         else:
-            NOT_ISOLATED.inc()
-            log.warning("network not isolated: running the check without namespaces", box=str(box.path))
+            log.warning("network not isolated: running without namespaces", box=str(box.path))
         output = box.path / "output.log"
         started = time.monotonic()
         timed_out = False
@@ -216,13 +211,86 @@ class Sandbox:
                 raise
             finally:
                 _kill_group(proc.pid)  # whatever it left behind in its group
-        duration = time.monotonic() - started
-        metrics_text, metrics_error = _read_metrics(box.path / "out" / metrics_file, MAX_METRICS_BYTES)
-        return RunOutcome(
+        return Finished(
             exit_code=None if timed_out else proc.returncode,
             timed_out=timed_out,
-            duration_s=duration,
-            metrics_text=metrics_text,
+            duration_s=time.monotonic() - started,
             output_tail=_tail(output),
-            metrics_error=metrics_error,
         )
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Slurm jobs: the same confinement, entered by the job itself.
+#
+# Slurm starts a job's batch step as the job user (sbatch --uid), a real unprivileged uid: that is the privilege drop.
+# The batch script the scheduler submits is the launcher below; it never runs the pushed script directly, but through
+# an unprivileged user namespace that maps the job user to itself and keeps its capabilities (ambient, in that
+# namespace only) for sandbox_setup.sh's mounts (unshare --keep-caps); sandbox_setup.sh's setpriv clears the ambient
+# set and sets no_new_privs, so the script, a non-root uid even in its namespace, starts with none. The
+# launcher carries sandbox_setup.sh's text, so that the node needs nothing of this checkout (the job user could not
+# read a checkout under /root, and slurmd in a cluster runs from its own image).
+
+JOB_PATH = "/usr/local/bin:/usr/bin:/bin"
+MAX_JOB_PROCESSES = 4096
+
+
+def job_batch_script(
+    *,
+    box: Path,
+    workdir: str,
+    command: Sequence[str],
+    hidden: Sequence[str],
+    network: bool,
+    cpu_seconds: int,
+    label: str,
+) -> str:
+    """The batch script that runs ``command`` confined, for sbatch --uid=<job user>.
+
+    box is the job's directory on the node (its commit in box/work, the only writable place, seen inside at
+    INNER_ROOT); workdir is where the command starts, relative to box/work; hidden are the host directories covered
+    by empty tmpfs besides /tmp, /run and /dev/shm (KB_HOME, the other jobs, Slurm's spool); network False gives the
+    job a network namespace of its own with a loopback that is down."""
+    inner_work = f"{INNER_ROOT}/work"
+    inner_dir = f"{inner_work}/{workdir}".rstrip("/") if workdir not in {"", "."} else inner_work
+    unshare = ["unshare", "--user", '--map-user="$(id -u)"', '--map-group="$(id -g)"', "--keep-caps"]
+    unshare += ([] if network else ["--net"]) + ["--mount", "--pid", "--fork", "--kill-child", "--mount-proc"]
+    q = shlex.quote
+    launch = [
+        "env -i",
+        '"${job_env[@]}"',
+        "setpriv --pdeathsig KILL --",
+        "prlimit --core=0",
+        f"--fsize={MAX_FILE_BYTES} --nofile={MAX_OPEN_FILES} --nproc={MAX_JOB_PROCESSES} --cpu={cpu_seconds} --",
+        *unshare,
+        'bash -c "$setup" kb-sandbox-setup',
+        q(str(box)),
+        q(INNER_ROOT),
+        *(q(path) for path in hidden),
+        "--",
+        '/bin/sh -c \'cd "$1" && shift && exec "$@"\' kb-job',
+        q(inner_dir),
+        *(q(part) for part in command),
+    ]
+    setup = SETUP_SCRIPT.read_text()
+    return f"""#!/bin/bash
+# kernelboard job {label}: written by the scheduler (services/common/sandbox.py job_batch_script). Runs as the job
+# user and confines the pushed script: read-only host, only its directory writable, KB_HOME and sockets hidden,
+# {"the network of the node" if network else "no network"}, its own PID namespace, no capabilities, rlimits.
+set -euo pipefail
+if [[ "$(id -u)" == 0 ]]; then
+  echo "kernelboard: refusing to run a job as root; Slurm must start it as the job user" >&2
+  exit 126
+fi
+setup=$(cat <<'KB_SANDBOX_SETUP'
+{setup}
+KB_SANDBOX_SETUP
+)
+job_env=(PATH={JOB_PATH} HOME=/tmp TMPDIR=/tmp LANG=C.UTF-8 KB_JOB_DIR={q(inner_work)} SLURM_SUBMIT_DIR={q(inner_dir)})
+while IFS= read -r -d '' var; do
+  case "$var" in
+  SLURM_CONF=* | SLURM_SUBMIT_DIR=*) ;;
+  SLURM_*) job_env+=("$var") ;;
+  esac
+done < <(env -0)
+exec {" ".join(launch)}
+"""

@@ -1,0 +1,369 @@
+"""Confining one untrusted process: a route's candidate in a check, a job's step. Stdlib only: the verifier's harness
+imports it on the GPU machine, which has none of the services' dependencies.
+
+``confined_command(argv, ...)`` wraps a command so that it runs
+- as the job user (``kb-job``, ``KB_JOB_USER``): a real uid dropped with ``setpriv --reuid/--regid --clear-groups``
+  outside any user namespace (a uid inside a user namespace started by root maps back to root), every capability
+  dropped, no_new_privs, killed with its parent;
+- inside bubblewrap: read-only host, no network, its own PID/IPC/UTS namespaces, /tmp a size-capped tmpfs (its only
+  writable place: the disk cap), the hidden directories covered by empty tmpfs and what it needs bound back
+  read-only, the GPU device nodes bound in when /dev/nvidia* exist;
+- in a cgroup of its own (v2 where the unified hierarchy has the memory and pids controllers, else v1's memory and
+  pids hierarchies) capping memory and processes, and under rlimits for what cgroups do not cap (file size, CPU
+  time, open files, core files) and as the fallback where no cgroup can be made (address space, process count).
+
+Each layer is used where this machine allows it and ``Confinement.describe()`` says which were, so that a result can
+state what its untrusted part ran under. Wall time is the caller's to enforce (it owns the process).
+"""
+
+import contextlib
+import os
+import pwd
+import shutil
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+JOB_USER = os.environ.get("KB_JOB_USER", "kb-job")
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+# Scratch space the confined process may write (its /tmp), also where HOME and caches point.
+SCRATCH = "/tmp"
+
+
+@dataclass(frozen=True)
+class Caps:
+    memory_bytes: int = 16 << 30
+    pids: int = 256
+    file_bytes: int = 1 << 30
+    disk_bytes: int = 2 << 30  # the size of its /tmp
+    cpu_s: int = 3600
+    open_files: int = 1024
+
+
+def job_ids(name: str = JOB_USER) -> tuple[int, int] | None:
+    """(uid, gid) of the job user, or None when it does not exist here."""
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        return None
+    return entry.pw_uid, entry.pw_gid
+
+
+def ensure_job_user(name: str = JOB_USER) -> str:
+    """Creates the job user when missing (a system user, no home, no shell, no password): idempotent, root only."""
+    if job_ids(name) is not None:
+        return f"job user {name} exists"
+    import subprocess
+
+    subprocess.run(
+        ["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin", name],
+        check=True,
+        capture_output=True,
+    )
+    return f"created job user {name}"
+
+
+_BWRAP_PROBE: list = []
+
+
+def usable_bwrap() -> tuple[str | None, str]:
+    """(bubblewrap's path, "") where it works here, else (None, why not); tried once per process (some sandboxed
+    kernels, gVisor's say, refuse what it needs)."""
+    if not _BWRAP_PROBE:
+        path = shutil.which("bwrap")
+        if path is None:
+            _BWRAP_PROBE.append((None, "no bubblewrap"))
+        else:
+            import subprocess
+
+            probe = [path, "--die-with-parent", "--unshare-pid", "--unshare-net", "--ro-bind", "/", "/"]
+            probe += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--", "true"]
+            try:
+                done = subprocess.run(probe, capture_output=True, text=True, timeout=30)
+                ok, err = done.returncode == 0, done.stderr.strip()[:200]
+            except (OSError, subprocess.SubprocessError) as error:
+                ok, err = False, str(error)[:200]
+            _BWRAP_PROBE.append((path, "") if ok else (None, f"bubblewrap fails here ({err})"))
+    return _BWRAP_PROBE[0]
+
+
+def gpu_devices() -> list[str]:
+    return sorted(str(p) for p in Path("/dev").glob("nvidia*") if not p.is_dir()) + (
+        ["/dev/dri"] if Path("/dev/dri").is_dir() and any(Path("/dev").glob("nvidia*")) else []
+    )
+
+
+class Cgroup:
+    """One cgroup capping memory and processes; v2 when the unified hierarchy offers both controllers, else v1."""
+
+    def __init__(self, version: int, dirs: dict[str, Path], caps: Caps):
+        self.version = version
+        self.dirs = dirs  # controller ("memory", "pids", or "" for v2) -> directory
+        self.caps = caps
+
+    @classmethod
+    def create(cls, name: str, caps: Caps) -> "Cgroup | None":
+        """A fresh cgroup named ``name`` under this process's own (so the parent's caps still hold), or None where
+        none can be made (no cgroupfs, not writable)."""
+        for make in (cls._create_v2, cls._create_v1):
+            with contextlib.suppress(OSError):
+                group = make(name, caps)
+                if group is not None:
+                    return group
+        return None
+
+    @staticmethod
+    def _own(controller: str) -> str:
+        """This process's cgroup path in the hierarchy of ``controller`` ("" for v2), from /proc/self/cgroup."""
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            _, controllers, path = line.split(":", 2)
+            if (controller == "" and controllers == "") or controller in controllers.split(","):
+                return path.lstrip("/")
+        return ""
+
+    @classmethod
+    def _create_v2(cls, name: str, caps: Caps) -> "Cgroup | None":
+        root = CGROUP_ROOT if (CGROUP_ROOT / "cgroup.controllers").exists() else CGROUP_ROOT / "unified"
+        if not {"memory", "pids"} <= set((root / "cgroup.controllers").read_text().split()):
+            return None
+        parent = root / cls._own("")
+        if not (parent / "cgroup.subtree_control").exists():
+            return None
+        enabled = set((parent / "cgroup.subtree_control").read_text().split())
+        if not {"memory", "pids"} <= enabled:
+            (parent / "cgroup.subtree_control").write_text("+memory +pids")
+        path = parent / name
+        path.mkdir(exist_ok=True)
+        (path / "memory.max").write_text(str(caps.memory_bytes))
+        with contextlib.suppress(OSError):
+            (path / "memory.swap.max").write_text("0")
+        (path / "pids.max").write_text(str(caps.pids))
+        return cls(2, {"": path}, caps)
+
+    @classmethod
+    def _create_v1(cls, name: str, caps: Caps) -> "Cgroup | None":
+        dirs = {}
+        for controller in ("memory", "pids"):
+            base = CGROUP_ROOT / controller
+            if not (base / "cgroup.procs").exists():
+                return None
+            parent = base / cls._own(controller)
+            path = (parent if parent.is_dir() else base) / name
+            path.mkdir(exist_ok=True)
+            dirs[controller] = path
+        (dirs["memory"] / "memory.limit_in_bytes").write_text(str(caps.memory_bytes))
+        with contextlib.suppress(OSError):  # without swap accounting there is no memsw file
+            (dirs["memory"] / "memory.memsw.limit_in_bytes").write_text(str(caps.memory_bytes))
+        (dirs["pids"] / "pids.max").write_text(str(caps.pids))
+        return cls(1, dirs, caps)
+
+    @property
+    def procs_files(self) -> list[str]:
+        return [str(d / "cgroup.procs") for d in self.dirs.values()]
+
+    def _read(self, controller: str, name: str) -> str:
+        try:
+            return (self.dirs[controller] / name).read_text()
+        except (OSError, KeyError):
+            return ""
+
+    @staticmethod
+    def _field(text: str, key: str) -> int:
+        for line in text.splitlines():
+            parts = line.split()
+            if len(parts) == 2 and parts[0] == key:
+                return int(parts[1])
+        return 0
+
+    def exceeded(self) -> list[str]:
+        """The caps this group ran into, named for a failure reason."""
+        found = []
+        memory, pids = ("", "") if self.version == 2 else ("memory", "pids")
+        if self.version == 2:
+            oom = self._field(self._read(memory, "memory.events"), "oom_kill") or self._field(
+                self._read(memory, "memory.events"), "max"
+            )
+        else:
+            oom = self._field(self._read(memory, "memory.oom_control"), "oom_kill") or int(
+                self._read(memory, "memory.failcnt").strip() or 0
+            )
+        if oom:
+            found.append(f"its memory cap ({self.caps.memory_bytes >> 20} MiB)")
+        if self._field(self._read(pids, "pids.events"), "max"):
+            found.append(f"its process cap ({self.caps.pids} processes)")
+        return found
+
+    def pids(self) -> list[int]:
+        text = self._read("" if self.version == 2 else "pids", "cgroup.procs")
+        return [int(p) for p in text.split()]
+
+    def kill_all(self) -> None:
+        for _ in range(50):
+            pids = self.pids()
+            if not pids:
+                return
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.02)
+
+    def remove(self) -> None:
+        self.kill_all()
+        for path in self.dirs.values():
+            for _ in range(50):
+                try:
+                    path.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:  # still emptying
+                    time.sleep(0.02)
+
+
+@dataclass
+class Confinement:
+    """How to start one confined process, and what it got; ``command(argv)`` is the wrapped command line."""
+
+    caps: Caps
+    hidden: list[str] = field(default_factory=list)  # covered by empty tmpfs (the judge's files, KB_HOME, tokens)
+    visible: list[str] = field(default_factory=list)  # bound back read-only (the code it runs, its inputs)
+    gpu: bool = False
+    name: str = "kb-confined"
+    ids: tuple[int, int] | None = None
+    bwrap: str | None = None
+    cgroup: Cgroup | None = None
+    notes: list[str] = field(default_factory=list)  # what could not be applied here, for the result
+
+    @classmethod
+    def prepare(cls, caps: Caps, *, name: str, hidden=(), visible=(), gpu: bool = False) -> "Confinement":
+        """Decides the layers this machine allows. As root, the job user must exist: untrusted code never runs as
+        root (LookupError otherwise)."""
+        self = cls(caps, list(hidden), list(visible), gpu, name)
+        if os.geteuid() == 0:
+            self.ids = job_ids()
+            if self.ids is None:
+                raise LookupError(
+                    f"the job user {JOB_USER} does not exist: untrusted code never runs as root "
+                    "(make up and .ci/run create it; or: useradd --system --no-create-home kb-job)"
+                )
+            self.bwrap, why = usable_bwrap()
+            if self.bwrap is None:
+                self.notes.append(f"{why}: host not read-only for the candidate, network not unshared")
+            self.cgroup = Cgroup.create(f"{name}-{os.getpid()}", caps)
+            if self.cgroup is None:
+                self.notes.append("no writable cgroup: memory and process caps from rlimits")
+        else:
+            self.notes.append("not started as root: the candidate runs as the caller's uid, without bubblewrap")
+        return self
+
+    def describe(self) -> dict:
+        return {
+            "uid": self.ids[0] if self.ids else os.geteuid(),
+            "user": JOB_USER if self.ids else "caller",
+            "bubblewrap": bool(self.bwrap),
+            "cgroup": f"v{self.cgroup.version}" if self.cgroup else None,
+            "caps": {
+                "memory_bytes": self.caps.memory_bytes,
+                "pids": self.caps.pids,
+                "file_bytes": self.caps.file_bytes,
+                "disk_bytes": self.caps.disk_bytes,
+                "cpu_s": self.caps.cpu_s,
+            },
+            "notes": list(self.notes),
+        }
+
+    def _bwrap_args(self) -> list[str]:
+        args = [self.bwrap, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc"]
+        args += ["--unshare-net", "--unshare-uts", "--unshare-cgroup-try", "--ro-bind", "/", "/"]
+        args += ["--dev", "/dev", "--proc", "/proc"]
+        if self.gpu:
+            for dev in gpu_devices():
+                args += ["--dev-bind", dev, dev]
+        covered = [
+            p for p in dict.fromkeys(["/root", "/run", "/var/tmp", "/dev/shm", *self.hidden]) if Path(p).is_dir()
+        ]
+        for path in covered:
+            args += ["--perms", "1777", "--tmpfs", path] if path == "/dev/shm" else ["--tmpfs", path]
+        # What the process needs from under a covered directory goes back on top, read-only; what lay under /tmp goes
+        # back on top of the fresh scratch tmpfs.
+        visible = list(dict.fromkeys(str(Path(p).resolve()) for p in self.visible if Path(p).exists()))
+        under = [p for p in visible if any(Path(p).is_relative_to(c) for c in covered)]
+        for path in under:
+            if not Path(path).is_relative_to(SCRATCH):
+                args += self._bind_back(path, covered)
+        args += ["--perms", "1777", "--size", str(self.caps.disk_bytes), "--tmpfs", SCRATCH]
+        for path in visible:
+            if Path(path).is_relative_to(SCRATCH):
+                args += self._bind_back(path, [SCRATCH])
+        return [*args, "--chdir", SCRATCH, "--"]
+
+    @staticmethod
+    def _bind_back(path: str, covered: list[str]) -> list[str]:
+        """A read-only bind of ``path`` on top of the tmpfs covering it, its parents made traversable (bubblewrap
+        would make them 0700, root's, and the job user could not reach it)."""
+        cover = max((c for c in covered if Path(path).is_relative_to(c)), key=len)
+        args = []
+        for parent in reversed(Path(path).parents):
+            if parent.is_relative_to(cover) and parent != Path(cover):
+                args += ["--perms", "0755", "--dir", str(parent)]
+        return [*args, "--ro-bind", path, path]
+
+    def command(self, argv: list[str]) -> list[str]:
+        limits = ["prlimit", "--core=0", _limit("fsize", self.caps.file_bytes), _limit("nofile", self.caps.open_files)]
+        limits.append(_limit("cpu", self.caps.cpu_s))
+        if self.cgroup is None and self.ids is not None:  # counted per uid: only the job user's own are meant
+            limits.append(_limit("nproc", self.caps.pids))
+        if self.cgroup is None and not self.gpu:  # the CUDA driver reserves far more address space than it uses
+            limits.append(_limit("as", self.caps.memory_bytes))
+        inner = [*limits, "--", *argv]
+        if self.ids is not None:
+            uid, gid = self.ids
+            inner = [
+                "setpriv",
+                f"--reuid={uid}",
+                f"--regid={gid}",
+                "--clear-groups",
+                "--inh-caps=-all",
+                "--bounding-set=-all",
+                "--no-new-privs",
+                "--pdeathsig=KILL",
+                "--",
+                *inner,
+            ]
+        if self.bwrap:
+            inner = [*self._bwrap_args(), *inner]
+        if self.cgroup is not None:
+            # Joins the cgroup before anything of the confined command runs (as root, before the uid drop).
+            join = 'for f in "$@"; do [ "$f" = -- ] && break; echo $$ > "$f" || exit 125; shift; done; shift; exec "$@"'
+            inner = ["sh", "-c", join, "sh", *self.cgroup.procs_files, "--", *inner]
+        return inner
+
+    def scratch_env(self) -> dict[str, str]:
+        """HOME, TMPDIR and caches in its scratch space."""
+        base = SCRATCH if self.bwrap else os.environ.get("TMPDIR", "/tmp")
+        return {"HOME": f"{base}/home", "TMPDIR": base, "TRITON_CACHE_DIR": f"{base}/triton"}
+
+    def exceeded(self) -> list[str]:
+        return self.cgroup.exceeded() if self.cgroup else []
+
+    def close(self) -> None:
+        if self.cgroup is not None:
+            self.cgroup.remove()
+
+
+def _limit(name: str, value: int) -> str:
+    """prlimit's option for ``value``, never above the limit this process already has (lowering needs no privilege,
+    raising would fail: a check's sandbox has set its own)."""
+    import resource
+
+    _, hard = resource.getrlimit(getattr(resource, f"RLIMIT_{name.upper()}"))
+    if hard != resource.RLIM_INFINITY:
+        value = min(value, hard)
+    return f"--{name}={value}"
+
+
+def interpreter_paths() -> list[str]:
+    """What running this Python needs to see: its prefixes (a venv's interpreter links into the base install)."""
+    return list(dict.fromkeys([sys.prefix, sys.base_prefix, str(Path(sys.executable).resolve().parent.parent)]))

@@ -1,0 +1,173 @@
+"""The judge apart from the judged (issue 13): attacks that beat a harness sharing its process with route code, and
+routes that break their process, each judged through the candidate process.
+
+Every attack here was run against the harness before the split (main at 32ad781) and beat it: the forged verdict
+exited 0 with the forged file, the slowed reference gave a speed-up of hundreds, the process-wide precision switch
+kept the error ratio at 1, the version-counter cache and the swapped reference forward passed "faster", the timer
+patch reported a thousandth of its time, and the root-only file's contents came back in the failure reason.
+"""
+
+import json
+import os
+import secrets
+import shutil
+from pathlib import Path
+
+import pytest
+
+from services.common.confine import job_ids
+from services.verifier.harness.check import run_check
+from tests.harness.conftest import HERE, ROUTES, run_cli
+
+ATTACKS = HERE / "attacks"
+AS_ROOT = pytest.mark.skipif(os.geteuid() != 0 or job_ids() is None, reason="needs root and the job user kb-job")
+
+
+def _only(doc: dict, problem_id: str) -> dict:
+    (sub,) = [s for s in doc["subtasks"] if s["id"] == problem_id]
+    return sub
+
+
+def smoke(route: Path, rules_path, *only: str, skip_static: bool = False) -> dict:
+    return run_check(route, rules_path, shapes="smoke", device="cpu", only=list(only), skip_static=skip_static)
+
+
+# -- attacks -----------------------------------------------------------------------------------------------------------
+def test_a_forged_verdict_and_a_clean_exit_of_the_route_never_make_a_pass(tmp_path):
+    metrics = tmp_path / "out" / "metrics.json"
+    args = [str(ATTACKS / "forge_verdict"), "--metrics", str(metrics), "--shapes", "smoke", "--device", "cpu"]
+    done = run_cli(*args, "--only", "new_gelu")
+    assert done.returncode == 1, done.stdout + done.stderr
+    doc = json.loads(metrics.read_text())
+    assert doc["passed"] is False and doc["score"] != 99.0
+    (violation,) = _only(doc, "new_gelu")["violations"]
+    assert violation.startswith("route: the candidate process ended during 'load' and exited with code 0"), violation
+
+
+def test_re_registering_an_aten_kernel_cannot_slow_the_reference(rules_path):
+    doc = smoke(ATTACKS / "slow_reference", rules_path, "new_gelu")
+    sub = _only(doc, "new_gelu")
+    assert sub["passed"], sub["violations"]  # its results are exact: what it must not get is the speed-up
+    assert sub["reference_ms"] < 5, sub  # the re-registered kernel sleeps 20 ms in every call it reaches
+    assert sub["speedup"] < 5, sub
+
+
+def test_process_wide_precision_switches_do_not_reach_the_reference(rules_path):
+    doc = smoke(ATTACKS / "tf32_switch", rules_path, "matmul", skip_static=True)
+    sub = _only(doc, "matmul")
+    assert not sub["passed"]
+    assert sub["violations"][0].startswith("class 8 (lowered precision)"), sub["violations"]
+    assert sub["error_ratio"] > 4
+
+
+def test_a_version_counter_cache_earns_nothing(rules_path):
+    """Every timed call is handed new contents in the same buffers: a cache keyed on identity, pointer, version and
+    shape either replays a stale output (class 4) or recomputes every time (no speed-up)."""
+    doc = smoke(ATTACKS / "version_cache", rules_path, "new_gelu")
+    sub = _only(doc, "new_gelu")
+    if sub["passed"]:
+        assert sub["speedup"] < 1.5, sub
+    else:
+        assert sub["violations"][0].startswith("class 4 "), sub["violations"]
+
+
+def test_swapping_the_reference_forward_code_fails(rules_path):
+    doc = smoke(ATTACKS / "swap_forward", rules_path, "new_gelu", skip_static=True)
+    sub = _only(doc, "new_gelu")
+    assert not sub["passed"]
+    assert sub["violations"][0].startswith("class 6 (patching the harness)"), sub["violations"]
+    assert "kernels.problems.new_gelu.Model.forward" in sub["violations"][0]
+
+
+def test_a_patched_timer_is_caught_by_the_judges_clock(rules_path):
+    doc = smoke(ATTACKS / "timer_patch", rules_path, "new_gelu", skip_static=True)
+    sub = _only(doc, "new_gelu")
+    assert not sub["passed"]
+    assert sub["violations"][0].startswith("class 6 (patching the harness): the candidate's timer reported"), sub
+
+
+@AS_ROOT
+def test_route_code_cannot_read_a_root_only_file(tmp_path, rules_path):
+    secret = Path(f"/var/lib/kb-test-secret-{secrets.token_hex(6)}")
+    word = secrets.token_hex(16)
+    secret.write_text(word)
+    secret.chmod(0o600)
+    try:
+        route = tmp_path / "route"
+        route.mkdir()
+        source = (ATTACKS / "read_secret.py.in").read_text().replace("@SECRET@", str(secret))
+        (route / "new_gelu.py").write_text(source)
+        doc = smoke(route, rules_path, "new_gelu")
+    finally:
+        secret.unlink()
+    assert word not in json.dumps(doc)
+    (violation,) = _only(doc, "new_gelu")["violations"]
+    assert "PermissionError" in violation, violation
+    assert doc["isolation"]["candidate"]["user"] == "kb-job"
+
+
+# -- routes that break their process: the problem fails naming what happened, the next problem is judged --------------
+HONEST_GELU = (ROUTES / "reference" / "new_gelu.py").read_text()
+BAD_FORWARDS = {
+    "crashes": ("import os, signal\n", "os.kill(os.getpid(), signal.SIGSEGV)", "was killed by SIGSEGV"),
+    "hangs": ("", "while True:\n            pass", "gave no answer to 'call' within the 8 s limit"),
+    "exhausts memory": (
+        "",
+        "hog = []\n        while True:\n            hog.append(bytearray(32 << 20))",
+        "its memory cap (1024 MiB)",
+    ),
+    "forks without end": (
+        "import os, time\n",
+        "while True:\n            try:\n                os.fork()\n"
+        "            except OSError:\n                time.sleep(0.01)",
+        "its process cap (32 processes)",
+    ),
+    "fills the disk": (
+        "import os\n",
+        "with open(os.path.join(os.environ['TMPDIR'], 'fill'), 'wb') as f:\n"
+        "            while True:\n                f.write(bytes(1 << 20))",
+        "No space left on device",
+    ),
+}
+
+
+def _bad_route(directory: Path, imports: str, body: str) -> None:
+    """sum_dim breaks its process; new_gelu, judged after it (the rules' order), is honest."""
+    directory.mkdir()
+    (directory / "sum_dim.py").write_text(
+        f"{imports}import torch\n\n\nclass ModelNew(torch.nn.Module):\n"
+        f"    def __init__(self, *args):\n        super().__init__()\n\n"
+        f"    def forward(self, x):\n        {body}\n"
+    )
+    (directory / "new_gelu.py").write_text(HONEST_GELU)
+
+
+@AS_ROOT
+@pytest.mark.parametrize("what", sorted(BAD_FORWARDS))
+def test_a_route_that_breaks_its_process_fails_that_problem_and_the_next_one_is_judged(
+    what, tmp_path, rules_path, monkeypatch
+):
+    imports, body, named = BAD_FORWARDS[what]
+    monkeypatch.setenv("KB_PROBLEM_TIME_LIMIT_S", "8")
+    monkeypatch.setenv("KB_CANDIDATE_MEMORY_MB", "1024")  # torch alone takes a few hundred
+    monkeypatch.setenv("KB_CANDIDATE_PIDS", "32")
+    monkeypatch.setenv("KB_CANDIDATE_DISK_MB", "64")
+    route = tmp_path / "route"
+    _bad_route(route, imports, body)
+    doc = smoke(route, rules_path, "sum_dim", "new_gelu", skip_static=True)  # the process model alone
+    bad, good = _only(doc, "sum_dim"), _only(doc, "new_gelu")
+    assert not bad["passed"]
+    assert any(named in v for v in bad["violations"]), bad["violations"]
+    assert good["passed"], good["violations"]
+    assert doc["isolation"]["candidate_processes"] == (1 if what == "fills the disk" else 2)
+    assert not list(Path("/sys/fs/cgroup/pids").glob(f"kb-candidate-{os.getpid()}")), "its cgroup outlived it"
+
+
+def test_the_candidate_runs_confined_and_the_metrics_name_it(rules_path):
+    doc = smoke(ROUTES / "reference", rules_path, "sum_dim")
+    assert doc["passed"], doc["reasons"]
+    isolation = doc["isolation"]["candidate"]
+    if os.geteuid() == 0 and job_ids() is not None:
+        assert isolation["user"] == "kb-job" and isolation["uid"] == job_ids()[0]
+        assert isolation["bubblewrap"] == bool(shutil.which("bwrap"))
+    assert isolation["round_trip_ms"] > 0 and isolation["copy_gb_per_s"] > 0

@@ -1,0 +1,83 @@
+"""The cached launcher (kernels/triton/launch.py): its key, how route files find it, and the harness's static pass."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from kernels.triton import launch as launcher
+from services.verifier.harness import static_scan
+
+ROUTE_DIR = Path(__file__).resolve().parents[2] / "kernels" / "triton"
+
+
+@triton.jit
+def _scale(x_ptr, y_ptr, n, factor, BLOCK: tl.constexpr, SQUARE: tl.constexpr = False):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    if SQUARE:
+        x = x * x
+    tl.store(y_ptr + offs, x * factor, mask=offs < n)
+
+
+def _key(x, y, n, grid=(4, 1, 1), block=16, warps=4):
+    return launcher.specialisation_key(_scale, grid, (x, y, n, 2.0), {"BLOCK": block}, warps, None)
+
+
+def _flat(value):
+    return [leaf for part in value for leaf in _flat(part)] if isinstance(value, tuple) else [value]
+
+
+def test_fresh_tensors_of_one_shape_share_a_key_but_not_an_address():
+    x, y = torch.ones(64), torch.empty(64)
+    x2, y2 = torch.ones(64), torch.empty(64)
+    assert x.data_ptr() != x2.data_ptr()
+    assert _key(x, y, 64) == _key(x2, y2, 64)
+    assert x.data_ptr() not in _flat(_key(x, y, 64)) and y.data_ptr() not in _flat(_key(x, y, 64))
+
+
+def test_what_triton_specialises_on_changes_the_key():
+    x, y = torch.ones(65), torch.empty(64)
+    base = _key(x[:64], y, 64)
+    assert _key(x[1:], y, 64) != base  # a 4-byte offset: no longer 16-byte aligned
+    assert _key(x[:64], y, 63) != base  # another size
+    assert _key(x[:64], y, 1) != base  # 1 is a constant to Triton
+    assert _key(x[:64].double(), y, 64) != base  # another dtype
+    assert _key(x[:64], y, 64, grid=(5, 1, 1)) != base
+    assert _key(x[:64], y, 64, block=32) != base
+    assert _key(x[:64], y, 64, warps=8) != base
+
+
+@pytest.mark.parametrize("n", [1, 17, 100])
+def test_launch_under_the_interpreter_runs_the_kernel_each_call(n, gen):
+    for _ in range(2):
+        x = torch.randn(n, generator=gen)
+        y = torch.full((n,), float("nan"))
+        launcher.launch(_scale, (triton.cdiv(n, 16),), x, y, n, 3.0, BLOCK=16, num_warps=4)
+        assert torch.equal(y, x * 3.0)
+    launcher.launch(_scale, (triton.cdiv(n, 16),), x, y, n, 1.0, BLOCK=16, SQUARE=True, num_warps=4)
+    assert torch.equal(y, x * x)
+
+
+def test_route_file_loaded_the_harness_way_finds_its_launcher(gen):
+    """The harness loads <problem>.py by path, as a module with no package, the route directory on sys.path."""
+    sys.path.insert(0, str(ROUTE_DIR))
+    try:
+        spec = importlib.util.spec_from_file_location("kb_route_test_kl_div", ROUTE_DIR / "kl_div.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(ROUTE_DIR))
+    p = torch.softmax(torch.randn(4, 33, generator=gen), -1)
+    t = torch.softmax(torch.randn(4, 33, generator=gen), -1)
+    want = torch.nn.functional.kl_div(p.log(), t, reduction="batchmean")
+    assert torch.allclose(module.ModelNew()(p, t), want, rtol=1e-5, atol=1e-7)
+
+
+def test_the_route_passes_the_harness_static_pass():
+    flagged = {name: result for name, result in static_scan.scan_route(ROUTE_DIR).items() if result.violations}
+    assert not flagged, {name: result.violations for name, result in flagged.items()}
