@@ -28,6 +28,12 @@ EVENT_FIELD_BYTES = {
     "RouteAdopted.note": 4 * KIB,
     "BenchmarkStatusChanged.reason": 4 * KIB,
     "EventDeadLettered.error": 4 * KIB,
+    # Free text a caller writes, at most its characters (below) in UTF-8's 4 bytes each.
+    "IssueOpened.title": 1 * KIB,
+    "IssueOpened.body": 80 * KIB,
+    "CommentAdded.body": 80 * KIB,
+    "JoinRequested.note": 4 * KIB,
+    "JoinDecided.note": 4 * KIB,
 }
 
 # --- requests (checked at the RPC edge, each with its own message) ------------------------------------------------
@@ -48,6 +54,10 @@ MAX_RULES_JSON_BYTES = 256 * KIB
 MAX_PULL_TITLE_CHARS = 200
 MAX_REVIEW_BODY_CHARS = 64 * KIB
 MAX_TOKEN_CHARS = 200
+MAX_ISSUE_TITLE_CHARS = 200
+MAX_ISSUE_BODY_CHARS = 20_000
+MAX_COMMENT_CHARS = 20_000
+MAX_JOIN_NOTE_CHARS = 1_000
 # Lists in a request.
 MAX_FETCH_REFS = 10_000  # refs a fetch may name; there are as many as routes, jobs and pull requests
 MAX_FETCH_HAVE = 10_000  # commits of a fetch's `have` looked up; the rest only make the bundle larger

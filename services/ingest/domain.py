@@ -496,10 +496,10 @@ def check_rules_change(old: dict, new: dict) -> None:
 
 # --- issues, comments and joining: who may do what (pure; named for contracts/access.py) ---------------------------
 
-ISSUE_TITLE_MAX = 200
-ISSUE_BODY_MAX = 20_000
-COMMENT_BODY_MAX = 20_000
-JOIN_NOTE_MAX = 1_000
+ISSUE_TITLE_MAX = limits.MAX_ISSUE_TITLE_CHARS
+ISSUE_BODY_MAX = limits.MAX_ISSUE_BODY_CHARS
+COMMENT_BODY_MAX = limits.MAX_COMMENT_CHARS
+JOIN_NOTE_MAX = limits.MAX_JOIN_NOTE_CHARS
 PAGE_SIZE_DEFAULT = 50
 PAGE_SIZE_MAX = 200
 ISSUE_STATES = ("open", "closed")

@@ -26,6 +26,7 @@ pytestmark = pytest.mark.timeout(900)
 ROUTE = "e2e-gelu"
 OUTSIDE = "e2e-outside"
 KERNELS = ("new_gelu.py", "hinge_loss.py")
+HELPERS = ("launch.py",)  # hinge_loss imports the route's launch helper (kernels/triton/launch.py)
 CHECK_DEADLINE_S = 420  # a CPU check of two kernels takes ~40-70 s on this loaded 2-core machine; several queue up
 
 
@@ -95,7 +96,7 @@ async def test_agent_push_and_job_are_scored_and_ranked(stack, people):
     clone = start_and_clone(stack, ROUTE, agent)
     route_dir = clone / "routes" / ROUTE
     route_dir.mkdir(parents=True, exist_ok=True)
-    for name in KERNELS:
+    for name in KERNELS + HELPERS:
         shutil.copy(ROOT / "kernels" / "triton" / name, route_dir / name)
     # One push with the kernels and the job's script: two checks in all (this push and the job's result commit).
     (route_dir / "tune.sbatch").write_text(

@@ -12,6 +12,7 @@ from services.common import auth
 from services.common.eventlog import payload_of
 from services.ingest import domain
 from services.ingest.domain import Refusal
+from tests.common.waiting import eventually
 from tests.ingest.test_service import clone, push, refused, start_route
 
 PRECONDITION = grpc.StatusCode.FAILED_PRECONDITION
@@ -25,6 +26,10 @@ async def open_issue(stack, who: str, title: str, body: str = "") -> ingest_pb2.
 
 async def whoami(stack, who: str) -> ingest_pb2.Principal:
     return await stack.stub.WhoAmI(ingest_pb2.WhoAmIRequest(), metadata=stack.md(who))
+
+
+async def has_role(stack, who: str, role: int) -> bool:
+    return (await whoami(stack, who)).role == role
 
 
 async def test_anyone_signed_in_opens_and_comments_the_author_and_maintainers_close(stack):
@@ -218,9 +223,10 @@ async def test_join_accept_decline_and_leave(stack):
         await refused(stack, stack.stub.DecideJoin(accept, metadata=stack.md(who)), DENIED, "maintainer role")
     decided = await stack.stub.DecideJoin(accept, metadata=stack.md("curator"))
     assert (decided.state, decided.decided_by, decided.decision_note) == ("accepted", "curator", "welcome")
-    # the role change reached the token cache through LISTEN/NOTIFY: the very next calls see a member
-    assert (await whoami(stack, "erin")).role == events_pb2.ROLE_MEMBER
-    assert (await whoami(stack, "erin/bot")).role == events_pb2.ROLE_MEMBER
+    # the role change reaches the token cache through LISTEN/NOTIFY (milliseconds): the person and their agent are
+    # members without signing in again
+    for who in ("erin", "erin/bot"):
+        await eventually(lambda w=who: has_role(stack, w, events_pb2.ROLE_MEMBER), f"{who} a member in the cache")
     await refused(
         stack, stack.stub.DecideJoin(accept, metadata=stack.md("curator")), grpc.StatusCode.NOT_FOUND, "no pending"
     )
@@ -254,5 +260,21 @@ async def test_join_accept_decline_and_leave(stack):
     )
     left = await stack.stub.LeaveProject(leave, metadata=stack.md("erin"))
     assert left.role == events_pb2.ROLE_SIGNED_IN
-    assert (await whoami(stack, "erin/bot")).role == events_pb2.ROLE_SIGNED_IN
+    await eventually(lambda: has_role(stack, "erin/bot", events_pb2.ROLE_SIGNED_IN), "erin/bot signed-in again")
     assert payload_of((await stack.log.read_stream("principal:erin"))[-1]).cause == "left the project"
+
+
+async def test_the_longest_texts_in_the_widest_characters_are_recorded(stack):
+    """Every limit at the edge fits its event field's limit at append (contracts.limits), in 4-byte characters too."""
+    wide = "\U0001f600"
+    issue = await open_issue(stack, "bob", wide * domain.ISSUE_TITLE_MAX, wide * domain.ISSUE_BODY_MAX)
+    comment = ingest_pb2.AddCommentRequest(issue_number=issue.number, body=wide * domain.COMMENT_BODY_MAX)
+    assert len((await stack.stub.AddComment(comment, metadata=stack.md("bob"))).body) == domain.COMMENT_BODY_MAX
+    async with stack.log.pool.acquire() as conn:
+        await auth.register_principal(conn, "ivan", domain.PERSON, "ivan", 1, log=stack.log, actor="test")
+        stack.tokens["ivan"] = await auth.issue_token(conn, "ivan")
+    note = wide * domain.JOIN_NOTE_MAX
+    await stack.stub.RequestJoin(ingest_pb2.RequestJoinRequest(note=note), metadata=stack.md("ivan"))
+    decide = ingest_pb2.DecideJoinRequest(name="ivan", accept=False, note=note)
+    assert (await stack.stub.DecideJoin(decide, metadata=stack.md("curator"))).decision_note == note
+    assert [e.type for e in await stack.log.read_stream(f"issue:{issue.number}")] == ["IssueOpened", "CommentAdded"]

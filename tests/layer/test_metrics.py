@@ -77,6 +77,20 @@ def test_the_harness_stamps_the_one_verifier_version():
     assert check.VERIFIER_VERSION is metrics.VERIFIER_VERSION == 1
 
 
+def test_a_report_says_where_when_and_under_which_rules_it_was_measured():
+    document = {"score": 3.7, "cost": 22.7, "subtasks": [], "report": {"runner": "NVIDIA H200", "measured_at": "2026"}}
+    parsed = metrics.parse(json.dumps(document), REPORT)
+    assert (parsed.runner, parsed.measured_at, parsed.rules_commit) == ("NVIDIA H200", "2026", "")
+    for report, field in (
+        ([], "report"),
+        ({"runner": "two\nlines"}, "report.runner"),
+        ({"measured_at": 3}, "report.measured_at"),
+        ({"rules_commit": "x" * 101}, "report.rules_commit"),
+    ):
+        with pytest.raises(MetricsError, match=field):
+            metrics.parse(json.dumps({**document, "report": report}), REPORT)
+
+
 def test_the_largest_check_file_still_fits_the_event_it_becomes():
     """64 subtasks, each with a long id and 25 violations of 500 four-byte characters (a 3.3 MB file, under the
     file limit): what the parser keeps fits
