@@ -4,8 +4,10 @@ the check script, the reference problems and the route -- what the worker export
 the environment a worker's slot gives it (services/verifier/slots.py). Inside, the judge and its confined candidate
 process (services/verifier/harness), the GPU devices passed in.
 
-usage: python3 -m bench.harness.service_path ROUTE_DIR OUT_DIR [--runs N] [--time-limit S] [--verify-args ARGS]
-Writes OUT_DIR/service_<i>.json (the metrics file) and service_<i>.log (the output's tail), prints one line a run.
+usage: python3 -m bench.harness.service_path ROUTE_DIR OUT_DIR [--runs N] [--first I] [--time-limit S]
+       [--verify-args ARGS]
+Writes OUT_DIR/service_<i>.json (the metrics file) and service_<i>.log (the output's tail), prints one line a run;
+i counts from --first (default 1), so that runs made by separate calls keep separate files.
 """
 
 import argparse
@@ -86,11 +88,12 @@ def main() -> None:
     parser.add_argument("route_dir", type=Path)
     parser.add_argument("out", type=Path)
     parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--first", type=int, default=1, help="the number of the first run (default 1)")
     parser.add_argument("--time-limit", type=int, default=300)
     parser.add_argument("--verify-args", default="", help='extra harness arguments, e.g. "--only new_gelu"')
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    for index in range(1, args.runs + 1):
+    for index in range(args.first, args.first + args.runs):
         print(
             json.dumps(
                 asyncio.run(run_once(index, args.route_dir.resolve(), args.out, args.time_limit, args.verify_args))

@@ -36,6 +36,9 @@ INNER_ROOT = "/var/tmp"  # where the box appears inside the namespaces
 UNSHARE = ("unshare", "--net", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc")
 OUTPUT_TAIL_BYTES = 8000
 MAX_FILE_BYTES = 4 * 1024**3
+# A check's judge shares each output with its candidate through a memfd sized to the largest output judged, and
+# RLIMIT_FSIZE bounds memfds too: the benchmark's largest at full shapes is rms_norm's 7.5 GB.
+MAX_CHECK_FILE_BYTES = 16 * 1024**3
 MAX_OPEN_FILES = 4096
 
 log = get_logger()
@@ -72,6 +75,7 @@ class SandboxConfig:
     hidden: tuple[str, ...] = ()  # host directories the check must not see (KB_HOME, credentials)
     visible: tuple[str, ...] = field(default_factory=needed_by_checks)  # kept read-only even under a hidden one
     cpu_count: int = field(default_factory=lambda: os.cpu_count() or 1)
+    file_bytes: int = MAX_CHECK_FILE_BYTES  # the largest file (memfd included) a check may make
 
 
 @dataclass(frozen=True)
@@ -97,7 +101,7 @@ class Box:
         return "/".join([self.inner, *parts])
 
 
-def _guarded(command: Sequence[str], cpu_seconds: int) -> list[str]:
+def _guarded(command: Sequence[str], cpu_seconds: int, file_bytes: int) -> list[str]:
     """The command under rlimits (no core files, bounded file sizes and descriptors, CPU time as a backstop) and with
     SIGKILL as its parent-death signal: a verifier killed mid-check takes its check down with it (unshare
     --kill-child then takes the namespace). Done by util-linux tools rather than a preexec_fn: Python code between
@@ -109,7 +113,7 @@ def _guarded(command: Sequence[str], cpu_seconds: int) -> list[str]:
         "--",
         "prlimit",
         "--core=0",
-        f"--fsize={MAX_FILE_BYTES}",
+        f"--fsize={file_bytes}",
         f"--nofile={MAX_OPEN_FILES}",
         f"--cpu={cpu_seconds}",
         "--",
@@ -191,7 +195,7 @@ class Sandbox:
         timed_out = False
         with open(output, "wb") as sink:
             proc = await asyncio.create_subprocess_exec(
-                *_guarded(command, time_limit_s * self.config.cpu_count + 60),
+                *_guarded(command, time_limit_s * self.config.cpu_count + 60, self.config.file_bytes),
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=sink,
                 stderr=subprocess.STDOUT,

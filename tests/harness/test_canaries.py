@@ -44,14 +44,3 @@ def test_a_row_subsample_of_a_mean_fails_at_a_size_where_a_dense_spread_of_canar
         subsample = torch.mean(torch.clamp(1 - predictions[::8] * targets, min=0))
         failures += not torch.allclose(subsample, expected, atol=0.01, rtol=0.01)
     assert failures == 3
-
-
-def test_an_output_of_two_to_the_26_elements_is_fingerprinted_within_its_bounds():
-    """new_gelu's and layer_norm's full-shape outputs hold 2**26 elements; a float32 position list rounded the last
-    one past the end (the judge's device-side assert on the H200, every route 'could not run')."""
-    from services.verifier.harness import verify
-
-    out = torch.arange(2**26, dtype=torch.int32)  # each element its own position
-    total, picks = verify._fingerprint(out)
-    assert picks[0] == 0 and picks[-1] == 2**26 - 1 and len(picks) == 64
-    assert sorted(picks) == list(picks)

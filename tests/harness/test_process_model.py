@@ -14,9 +14,11 @@ import shutil
 from pathlib import Path
 
 import pytest
+import torch
 
 from services.common.confine import job_ids
 from services.verifier.harness.check import run_check
+from services.verifier.harness.verify import _fingerprint
 from tests.harness.conftest import HERE, ROUTES, run_cli
 
 ATTACKS = HERE / "attacks"
@@ -171,3 +173,13 @@ def test_the_candidate_runs_confined_and_the_metrics_name_it(rules_path):
         assert isolation["user"] == "kb-job" and isolation["uid"] == job_ids()[0]
         assert isolation["bubblewrap"] == bool(shutil.which("bwrap"))
     assert isolation["round_trip_ms"] > 0 and isolation["copy_gb_per_s"] > 0
+
+
+def test_the_fingerprint_of_an_output_past_2_to_the_24_elements_stays_inside_it():
+    """The judge fingerprints every judged output (the class 4 explanation) by 64 spread elements; their positions,
+    drawn in float32, rounded past the end from 2^24 elements on -- log_softmax's 1.6e9-element output at full shapes
+    broke the H200 check with a device assert (bench/harness/isolation/README.md, second attempt)."""
+    size = 16_777_220  # float32 rounds size - 1 up to size
+    total, picks = _fingerprint(torch.arange(size, dtype=torch.int32))
+    assert len(picks) == 64 and picks[0] == 0 and picks[-1] == size - 1
+    assert list(picks) == sorted(set(picks)) and total == size * (size - 1) / 2

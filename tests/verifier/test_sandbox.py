@@ -5,6 +5,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -15,7 +16,7 @@ from kernelboard.v1 import events_pb2
 from services.common.eventlog import NewEvent
 from services.common.sandbox import Sandbox, SandboxConfig, isolation_available
 from services.verifier.intake import Intake
-from services.verifier.worker import Worker
+from services.verifier.worker import Worker, WorkerConfig
 from tests.verifier.conftest import (
     CPU_SLOT,
     approve_rules,
@@ -223,3 +224,19 @@ touch {project}/written 2>/dev/null && echo "project writable" || echo "project 
         assert not (project / "written").exists()
     finally:
         shutil.rmtree(project, ignore_errors=True)
+
+
+async def test_a_check_can_share_an_output_as_large_as_the_benchmarks_largest_through_a_memfd(settings, tmp_path):
+    """The judge shares each output with its candidate through a memfd sized to the largest output of the problems
+    judged (rms_norm's 7.5 GB at full shapes), and RLIMIT_FSIZE bounds memfds too: under the worker's file-size cap
+    of 4 GiB every full-shape check on the H200 could not run (EFBIG; bench/harness/isolation/README.md)."""
+    config = WorkerConfig.from_env(settings, {"KB_VERIFIER_SANDBOX_DIR": str(tmp_path), "KB_VERIFIER_DEVICE": "cpu"})
+    sandbox = Sandbox(config.sandbox)
+    box = sandbox.make_box("memfd")
+    grow = "import os; fd = os.memfd_create('out'); os.ftruncate(fd, 8 << 30); print('grown')"  # sparse: no memory
+    outcome = await sandbox.run(box, [sys.executable, "-c", grow], {"PATH": os.environ["PATH"]}, time_limit_s=30)
+    assert outcome.exit_code == 0 and "grown" in outcome.output_tail, outcome.output_tail
+    # Still bounded: the cap is raised to fit the judge's buffers, not removed.
+    over = "import os; fd = os.memfd_create('out'); os.ftruncate(fd, 64 << 30)"
+    outcome = await sandbox.run(box, [sys.executable, "-c", over], {"PATH": os.environ["PATH"]}, time_limit_s=30)
+    assert outcome.exit_code != 0 and "File too large" in outcome.output_tail, outcome.output_tail

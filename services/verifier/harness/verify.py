@@ -157,10 +157,9 @@ def _call(model, inputs: list):
 def _fingerprint(out: torch.Tensor) -> tuple:
     """Enough of an output to tell it again (the class 4 explanation): its float64 sum and 64 spread elements."""
     flat = out.reshape(-1)
-    # Integer positions: a float32 linspace rounds 2**26 - 1 up to 2**26, one past the end (a device-side assert on
-    # the GPU for new_gelu's and layer_norm's full shapes).
-    spread = torch.arange(64, dtype=torch.int64, device=flat.device) * max(flat.numel() - 1, 0) // 63
-    picks = flat[spread] if flat.numel() else flat
+    size = flat.numel()
+    # Integer positions: float32 ones round past the end from 2^24 elements (log_softmax's output has 1.6e9).
+    picks = flat[torch.arange(64, device=flat.device) * (size - 1) // 63] if size else flat
     return (float(flat.sum(dtype=torch.float64)), tuple(picks.tolist()))
 
 

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Issue 13, item 7, second attempt: the check the service's way on the H200 (the worker's sandbox, checks/verify.sbatch,
+# the judge and its confined candidate, the GPU devices passed in) for the bundled route kernels/triton twice, then the
+# harness directly once if time is left. One device call, from the root of a copy of this branch, with what the GPU
+# image lacks in $CARRY (bubblewrap's Debian .deb; structlog's wheel, which services/common/sandbox.py logs through).
+# Every step has its own limit inside $BUDGET seconds, so that one failure does not eat the call; logs, metrics and a
+# GPU memory trace are written under $OUT as they go.
+# usage: OUT=dir CARRY=../carry BUDGET=440 bash bench/harness/service_gpu.sh
+set -u
+export PYTHONUNBUFFERED=1
+OUT="${OUT:?set OUT}"
+CARRY="${CARRY:-../carry}"
+BUDGET="${BUDGET:-440}"
+RUN_LIMIT="${RUN_LIMIT:-140}" # one service-path check, enforced by the worker's sandbox itself
+start_all=$(date +%s)
+log="$OUT/gpu.log"
+{
+    date -u
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+    python3 -c "import sys, torch, triton; print(sys.version.split()[0], torch.__version__, triton.__version__)"
+    uname -r
+    nproc
+} >"$log" 2>&1
+
+# The service's machine has these (make up / .ci/run): bubblewrap and the job user.
+if ! command -v bwrap >/dev/null; then
+    for deb in "$CARRY"/*.deb; do dpkg -x "$deb" /tmp/kb-deb; done
+    cp /tmp/kb-deb/usr/bin/bwrap /usr/local/bin/bwrap
+fi
+id kb-job >/dev/null 2>&1 || useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin kb-job
+python3 -m pip install -q --no-index --no-deps --target /tmp/kb-site "$CARRY"/*.whl >>"$log" 2>&1
+{ command -v bwrap setpriv unshare prlimit; bwrap --version; id kb-job; ls -l /dev/nvidia*; } >>"$log" 2>&1
+
+# GPU memory of the whole card every second: the judge ran out of it at rms_norm in the first attempt.
+nvidia-smi --query-gpu=timestamp,memory.used,utilization.gpu --format=csv,noheader -l 1 >"$OUT/gpumem.csv" 2>&1 &
+smi=$!
+
+step() { # step NAME LIMIT_S COMMAND...: run it, log it, record its exit code and wall time
+    local name=$1 limit=$2
+    shift 2
+    echo "== $name (limit ${limit}s, at $(($(date +%s) - start_all))s): $*" >>"$log"
+    local start rc
+    start=$(date +%s.%N)
+    timeout "$limit" "$@" >>"$log" 2>&1
+    rc=$?
+    printf "%-10s rc=%-3s wall_s=%s\n" "$name" "$rc" "$(python3 -c "print(round($(date +%s.%N) - $start, 1))")" |
+        tee -a "$OUT/summary.txt"
+}
+left() { echo $((BUDGET - ($(date +%s) - start_all))); }
+
+for run in 1 2; do
+    limit=$(($(left) - 10))
+    ((limit > RUN_LIMIT + 20)) && limit=$((RUN_LIMIT + 20))
+    ((limit < 60)) && { echo "service_$run: skipped, $(left)s left" | tee -a "$OUT/summary.txt"; continue; }
+    step "service_$run" "$limit" env PYTHONPATH=/tmp/kb-site:. python3 -m bench.harness.service_path kernels/triton \
+        "$OUT" --runs 1 --first "$run" --time-limit $((limit - 20))
+done
+limit=$(($(left) - 5))
+if ((limit >= 60)); then
+    step direct "$limit" python3 -m services.verifier.harness kernels/triton --metrics "$OUT/direct.json" --shapes full
+else
+    echo "direct: skipped, $(left)s left" | tee -a "$OUT/summary.txt"
+fi
+kill "$smi" 2>/dev/null
+python3 bench/harness/isolation_summary.py "$OUT" | tee -a "$OUT/summary.txt"
