@@ -361,6 +361,9 @@ def missing_packages(ctx: Context) -> list[str]:
     # (tests/ops), which Debian's prometheus package holds. Its service is not started (services_not_autostarted).
     if not (shutil.which("promtool") and shutil.which("prometheus")):
         packages.append("prometheus")
+    # tests/web drives Debian's Chromium (Playwright's own browser download is out of reach here).
+    if not shutil.which("chromium"):
+        packages.append("chromium")
     return packages
 
 
