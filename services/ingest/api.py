@@ -195,8 +195,7 @@ class IngestServicer(ingest_pb2_grpc.IngestServicer):
         self.ingest = ingest
 
     async def WhoAmI(self, request, context):
-        p = current_principal()
-        return ingest_pb2.Principal(name=p.name, kind=p.kind, owner=p.owner, role=p.role)
+        return principal_message(current_principal())
 
     async def StartRoute(self, request, context):
         route = await self.ingest.start_route(caller(), names.route(request.route))
