@@ -51,20 +51,6 @@ def job_ids(name: str = JOB_USER) -> tuple[int, int] | None:
     return entry.pw_uid, entry.pw_gid
 
 
-def ensure_job_user(name: str = JOB_USER) -> str:
-    """Creates the job user when missing (a system user, no home, no shell, no password): idempotent, root only."""
-    if job_ids(name) is not None:
-        return f"job user {name} exists"
-    import subprocess
-
-    subprocess.run(
-        ["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin", name],
-        check=True,
-        capture_output=True,
-    )
-    return f"created job user {name}"
-
-
 _BWRAP_PROBE: list = []
 
 
