@@ -173,6 +173,9 @@ def test_the_candidate_runs_confined_and_the_metrics_name_it(rules_path):
         assert isolation["user"] == "kb-job" and isolation["uid"] == job_ids()[0]
         assert isolation["bubblewrap"] == bool(shutil.which("bwrap"))
     assert isolation["round_trip_ms"] > 0 and isolation["copy_gb_per_s"] > 0
+    # the timed protocol's own cost, from empty timed calls before route code: the clock checks allow exactly it
+    assert isolation["timed_overhead_ms"] > 0
+    assert isolation["event_overhead_ms"] == 0  # the CPU profile's timer is its wall clock
 
 
 def test_the_fingerprint_of_an_output_past_2_to_the_24_elements_stays_inside_it():

@@ -214,18 +214,28 @@ class Runner:
     def timed(self, order: dict) -> None:
         inputs = self.refresh(order)
         self.output = None
+        threads = integrity.active_threads()
+        self.output = self.time_on_go(lambda: self.model(*inputs))
+        self.threads_grew = self.threads_grew or integrity.active_threads() > threads
+
+    def idle(self, order: dict) -> None:
+        """A timed call that does nothing: the judge measures the timed protocol's own cost with it, before any route
+        code is imported."""
+        self.time_on_go(lambda: None)
+
+    def time_on_go(self, run):
+        """The timed protocol: ready, the judge's flush and go, then one call timed here; returns its result."""
         self.kit.sync()
         self.kit.reset_persisting()
         self.channel.send({"ok": True})
         go, _ = self.channel.recv(spin_s=1.0 if self.device.type == "cuda" else 0.0)
         if go.get("op") != "go":
             raise SystemExit(f"protocol: expected go, got {go.get('op')!r}")
-        threads = integrity.active_threads()
-        device_ms, wall_ms, out = self.kit.time_one(lambda: self.model(*inputs))
+        self.kit.enter()
+        device_ms, wall_ms, out = self.kit.time_one(run)
         # Times only: the facts (a walk over every watched namespace) would add to what the judge's clock sees.
         self.channel.send({"ok": True, "device_ms": device_ms, "wall_ms": wall_ms})
-        self.output = out
-        self.threads_grew = self.threads_grew or integrity.active_threads() > threads
+        return out
 
     def keep(self, order: dict) -> None:
         out, self.output = self.output, None
@@ -243,6 +253,7 @@ class Runner:
             "kernels": self.kernels,
             "warmup": self.warmup,
             "timed": self.timed,
+            "idle": self.idle,
             "keep": self.keep,
             "drop": self.drop,
         }

@@ -371,6 +371,20 @@ class CandidateProcess:
             self.ask({"op": "echo", "size": nbytes}, deadline, max_payload=nbytes)
             copies.append((time.perf_counter() - t0) * 1e3 - self.round_trip_ms)
         self.copy_ms_per_byte = max(min(copies), 0.0) / nbytes
+        # The timed protocol around an empty call: what the judge's clock sees beyond the candidate's reported time
+        # (the channel, putting the candidate's context back on the device after the judge's flush), and what the
+        # candidate's own wall time shows beyond its events (event records, the synchronize).
+        around, beyond_events = [], []
+        for _ in range(CALIBRATION_PINGS):
+            self.ask({"op": "idle"}, deadline)
+            self.ctx.kit.prepare_run()
+            t0 = time.perf_counter()
+            self.ask({"op": "go"}, deadline, reply=False)
+            done, _ = self.recv(deadline, during="idle")
+            around.append((time.perf_counter() - t0) * 1e3 - done["wall_ms"])
+            beyond_events.append(done["wall_ms"] - done["device_ms"])
+        self.timed_overhead_ms = max(Timing.median(around), 0.0)
+        self.event_overhead_ms = max(Timing.median(beyond_events), 0.0)
 
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -662,10 +676,10 @@ class _Judge:
         quietest calls (a quarter of them, the fastest re-check), so that a loaded machine's hiccups are not read as
         tampering, while a patched timer or a lazy output is late on every call."""
         slack = JUDGE_CLOCK_SLACK_MS[self.ctx.kit.profile]
-        trip = self.candidate.round_trip_ms
+        trip = self.candidate.timed_overhead_ms
         excess = sorted(j - trip - JUDGE_CLOCK_RATIO * r for j, r in zip(judged_wall, reported_wall, strict=True))
         quiet = excess[len(excess) // 4]
-        self.result.details.update(judge_wall_ms=Timing.median(judged_wall) - trip, channel_round_trip_ms=trip)
+        self.result.details.update(judge_wall_ms=Timing.median(judged_wall) - trip, timed_overhead_ms=trip)
         if quiet > slack:
             claimed, seen = Timing.median(reported_wall), Timing.median(judged_wall) - trip
             raise _Broken(
@@ -696,7 +710,7 @@ class _Judge:
             candidate_spread_ms=[min(cand_timing.device_ms), max(cand_timing.device_ms)],
         )
         if ctx.kit.profile == "gpu":
-            if cand_wall > SIDE_STREAM_RATIO * cand_ms + SIDE_STREAM_SLACK_MS:
+            if cand_wall - self.candidate.event_overhead_ms > SIDE_STREAM_RATIO * cand_ms + SIDE_STREAM_SLACK_MS:
                 raise _Broken(
                     f"class 5 (side streams / hidden work): CUDA events saw {cand_ms:.3f} ms but the synchronize-"
                     f"bounded wall time was {cand_wall:.3f} ms -- work ran where the timing events do not look (or "
@@ -738,6 +752,8 @@ class Candidates:
             self.confinement = {
                 **self.current.confinement.describe(),
                 "round_trip_ms": self.current.round_trip_ms,
+                "timed_overhead_ms": self.current.timed_overhead_ms,
+                "event_overhead_ms": self.current.event_overhead_ms,
                 "copy_gb_per_s": (1e-6 / self.current.copy_ms_per_byte) if self.current.copy_ms_per_byte else None,
             }
         return self.current
