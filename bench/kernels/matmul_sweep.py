@@ -539,6 +539,41 @@ def compile_only(cands: dict, out: Path) -> int:
     return 0 if all("error" not in r and r["fits"] for r in rows.values()) else 1
 
 
+# ---------------------------------------------------------------- shipping a winner
+
+SHIP_MARGIN = 0.02  # a finalist ships only when it beats the shipped default by this much, from an idle GPU
+DEFAULT_LINE = re.compile(r'^    "default": config\(.*$', re.M)
+
+
+def ship(sweep_json: Path, route_file: Path) -> int:
+    """Makes the fastest finalist the route's default when it beats the shipped one from an idle GPU (the verifier's
+    timing) by SHIP_MARGIN and passed every check (allclose, error ratio <= 2). Rewrites route_file's default line
+    and prints the edit, so the same call can verify the route with it and the edit can be committed as measured."""
+    from kernels.triton.matmul import VARIANTS
+
+    data = json.loads(sweep_json.read_text())
+    final, cands = data.get("final", {}), data["candidates"]
+    shipped = cfg_name(VARIANTS["default"])
+    if shipped not in final:
+        print(f"ship: the shipped default {shipped} has no final timing; nothing changed")
+        return 0
+    passed = [n for n in final if cands.get(n, {}).get("check", {}).get("ok")]
+    best = min(passed, key=lambda n: final[n]["idle_ms"])
+    gain = final[shipped]["idle_ms"] / final[best]["idle_ms"] - 1
+    if best == shipped or gain < SHIP_MARGIN:
+        print(f"ship: keeping {shipped} ({final[shipped]['idle_ms']:.4f} ms idle); best other {best} gains {gain:.1%}")
+        return 0
+    call = config_call(cands[best]["config"])
+    line = f'    "default": {call},  # {best}: {final[best]["idle_ms"]:.4f} ms idle, {final[best]["busy_ms"]:.4f} busy'
+    text = route_file.read_text()
+    if len(DEFAULT_LINE.findall(text)) != 1:
+        print(f"ship: no single default line in {route_file}; nothing changed")
+        return 1
+    route_file.write_text(DEFAULT_LINE.sub(lambda _: line, text))
+    print(f"ship: {shipped} -> {best} ({gain:.1%} faster from idle): {line.strip()}")
+    return 0
+
+
 # ---------------------------------------------------------------- main
 
 
@@ -556,7 +591,10 @@ def main() -> int:
     ap.add_argument("--only", nargs="*", help="candidate names to run (default: all)")
     ap.add_argument("--smoke", action="store_true", help="the whole sweep under the interpreter, small shapes")
     ap.add_argument("--compile-only", action="store_true", help="compile for sm_90a and report, no GPU needed")
+    ap.add_argument("--ship", metavar="SWEEP_JSON", help="make that sweep's winner kernels/triton/matmul.py's default")
     args = ap.parse_args()
+    if args.ship:
+        return ship(Path(args.ship), Path(__file__).resolve().parents[2] / "kernels" / "triton" / "matmul.py")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     start = time.time()

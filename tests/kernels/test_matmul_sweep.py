@@ -68,3 +68,36 @@ def test_a_hanging_candidate_is_stopped_and_the_next_one_runs_in_a_fresh_process
     sweep.run_tasks(tasks, 1, True, 0.01, float("inf"), on_result)  # no check answers within 10 ms
     assert set(recorded) == {"first", "second"}
     assert all("no answer in" in rec["error"] for rec in recorded.values())
+
+
+def _sweep_json(tmp_path, final: dict, ok: dict) -> Path:
+    cands = sweep.candidates()
+    data = {
+        "candidates": {n: {"config": cands[n], "check": {"ok": ok.get(n, True)}} for n in final},
+        "final": {n: {"idle_ms": ms, "busy_ms": ms * 0.98, "busy_runs": 50} for n, ms in final.items()},
+    }
+    path = tmp_path / "matmul_sweep.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_ship_makes_a_clear_winner_the_default_and_keeps_the_shipped_one_otherwise(tmp_path):
+    """A device call measures, ships and verifies in one go: the route's default changes only for a finalist that
+    passed its checks and beats the shipped default from an idle GPU by the margin."""
+    shipped = sweep.cfg_name(VARIANTS["default"])
+    winner, wrong = [n for n in sweep.candidates() if n != shipped and "tma" not in n][:2]
+    route = tmp_path / "matmul.py"
+    original = (ROOT / "kernels" / "triton" / "matmul.py").read_text()
+
+    route.write_text(original)
+    assert sweep.ship(_sweep_json(tmp_path, {shipped: 1.40, winner: 1.39}, {}), route) == 0
+    assert route.read_text() == original  # under the margin
+
+    assert sweep.ship(_sweep_json(tmp_path, {shipped: 1.40, wrong: 1.00}, {wrong: False}), route) == 0
+    assert route.read_text() == original  # fastest, but failed a check
+
+    assert sweep.ship(_sweep_json(tmp_path, {shipped: 1.40, winner: 1.20, wrong: 1.30}, {}), route) == 0
+    namespace: dict = {"__name__": "shipped_matmul"}
+    exec(compile(route.read_text(), str(route), "exec"), namespace)
+    assert namespace["VARIANTS"]["default"] == sweep.candidates()[winner]
+    assert route.read_text().count('"default":') == 1
