@@ -72,13 +72,7 @@ def launch(kernel, grid, *args, num_warps: int = 4, **constexprs) -> None:
     key = specialisation_key(kernel, grid, args, constexprs, num_warps, device)
     plan = _PLANS.get(key)
     if plan is not None:
-        run, current_stream, grid_x, grid_y, grid_z, function, metadata, compiled, tail = plan
-        if _no_hooks():
-            # what Triton's JIT launcher runs once it has found the compiled kernel (triton/runtime/jit.py), minus
-            # the launch metadata and the calls of the empty hook chains
-            run(grid_x, grid_y, grid_z, current_stream(device), function, metadata, None, None, None, *args, *tail)
-        else:
-            compiled[(grid_x, grid_y, grid_z)](*args, *tail)
+        run_plan(plan, device, args)
         return
     compiled = kernel[grid](*args, num_warps=num_warps, **constexprs)
     if len(_PLANS) >= _MAX_ENTRIES:
@@ -92,8 +86,14 @@ def launch(kernel, grid, *args, num_warps: int = 4, **constexprs) -> None:
             tail.append(param.default)
         else:
             raise TypeError(f"launch: {param.name} has no value")
+    _PLANS[key] = make_plan(compiled, grid, tail)
+
+
+def make_plan(compiled, grid, tail) -> tuple:
+    """What run_plan needs to launch a compiled kernel (as returned by ``kernel[grid](...)``) again: its launcher,
+    handle and packed metadata, the 3-d grid and the values of its parameters after the per-call ones."""
     grid_x, grid_y, grid_z = tuple(grid) + (1,) * (3 - len(grid))
-    _PLANS[key] = (
+    return (
         compiled.run,
         driver.active.get_current_stream,
         grid_x,
@@ -104,3 +104,14 @@ def launch(kernel, grid, *args, num_warps: int = 4, **constexprs) -> None:
         compiled,
         tuple(tail),
     )
+
+
+def run_plan(plan: tuple, device: int, args: tuple) -> None:
+    """Launch a plan's kernel on the device's current stream with the per-call arguments args."""
+    run, current_stream, grid_x, grid_y, grid_z, function, metadata, compiled, tail = plan
+    if _no_hooks():
+        # what Triton's JIT launcher runs once it has found the compiled kernel (triton/runtime/jit.py), minus the
+        # launch metadata and the calls of the empty hook chains
+        run(grid_x, grid_y, grid_z, current_stream(device), function, metadata, None, None, None, *args, *tail)
+    else:
+        compiled[(grid_x, grid_y, grid_z)](*args, *tail)
