@@ -37,6 +37,17 @@ _TENSOR = torch.Tensor
 _RUNTIME_KNOBS = knobs.runtime
 
 
+def cdiv(a: int, b: int) -> int:
+    """triton.cdiv for host integers. Triton's is a ConstexprFunction, about 8 us a call on the host (more than a
+    cached launch); the route's wrappers size their grids with this one."""
+    return -(-a // b)
+
+
+def next_power_of_2(n: int) -> int:
+    """triton.next_power_of_2 for host integers (0 for 0, as Triton's), without its ConstexprFunction's cost."""
+    return 1 << (n - 1).bit_length() if n > 0 else 0
+
+
 def specialisation_key(kernel, grid, args, constexprs, num_warps, device_index):
     """The cache key of one launch: everything the JIT launcher would choose its compiled kernel by. Tensors count by
     dtype and 16-byte alignment only (never by address), scalars by value (Triton specialises integers on == 1 and on

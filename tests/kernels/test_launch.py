@@ -97,3 +97,11 @@ def test_a_registered_launch_hook_sends_cached_launches_through_the_metadata_pat
     finally:
         knobs.runtime.launch_enter_hook.remove(hook)
     assert launcher._no_hooks()
+
+
+def test_host_grid_arithmetic_matches_tritons():
+    """The wrappers size grids with launch.cdiv and launch.next_power_of_2 instead of Triton's (slow on the host)."""
+    for n in [*range(0, 1100), 4095, 4096, 4097, 2**31 - 1, 2**31, 2**32 + 5]:
+        assert launcher.next_power_of_2(n) == triton.next_power_of_2(n), n
+        for d in (1, 2, 3, 4, 16, 1024, 4096):
+            assert launcher.cdiv(n, d) == triton.cdiv(n, d), (n, d)
