@@ -35,6 +35,7 @@ _PLANS: dict = {}
 _MAX_ENTRIES = 1024
 _TENSOR = torch.Tensor
 _RUNTIME_KNOBS = knobs.runtime
+_SMS: dict = {}  # CUDA device index -> its number of SMs
 
 
 def cdiv(a: int, b: int) -> int:
@@ -46,6 +47,17 @@ def cdiv(a: int, b: int) -> int:
 def next_power_of_2(n: int) -> int:
     """triton.next_power_of_2 for host integers (0 for 0, as Triton's), without its ConstexprFunction's cost."""
     return 1 << (n - 1).bit_length() if n > 0 else 0
+
+
+def num_sms(device: torch.device) -> int:
+    """The device's number of SMs (1 off CUDA), looked up once per device: torch.cuda.get_device_properties costs
+    microseconds a call, and grids sized by it are built on every call."""
+    if device.type != "cuda":
+        return 1
+    sms = _SMS.get(device.index)
+    if sms is None:
+        sms = _SMS[device.index] = torch.cuda.get_device_properties(device).multi_processor_count
+    return sms
 
 
 def specialisation_key(kernel, grid, args, constexprs, num_warps, device_index):

@@ -23,9 +23,9 @@ import triton
 import triton.language as tl
 
 try:
-    from .launch import cdiv, launch, next_power_of_2  # imported as kernels.triton.<problem>
+    from .launch import cdiv, launch, next_power_of_2, num_sms  # imported as kernels.triton.<problem>
 except ImportError:  # loaded as a file by the harness, with the route directory on sys.path
-    from launch import cdiv, launch, next_power_of_2
+    from launch import cdiv, launch, next_power_of_2, num_sms
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 _PTX = tl.constexpr(not _INTERPRET)
@@ -213,12 +213,6 @@ def _normalize(
         tl.store(y_ptr + row_start + c, (x - mean) * rstd * w + b, mask=mask)
 
 
-def _num_sms(device: torch.device) -> int:
-    if device.type == "cuda":
-        return torch.cuda.get_device_properties(device).multi_processor_count
-    return 1
-
-
 def _max_registers(cfg: dict) -> int:
     """Registers per thread that let programs_per_sm programs share an SM (65536 registers), so that the
     cooperative launch fits; ptxas spills rather than exceed it."""
@@ -238,7 +232,7 @@ def _launch_coop(x, w, b, y, rows, cols, eps, cfg) -> bool:
     slice_len = min(cfg["SLICE"], next_power_of_2(cols))
     block = min(cfg["BLOCK"], slice_len)
     programs = cdiv(cols, slice_len)
-    if programs > _num_sms(x.device) * cfg["programs_per_sm"]:
+    if programs > num_sms(x.device) * cfg["programs_per_sm"]:
         return False
     means = torch.empty(rows * programs, device=x.device, dtype=torch.float32)
     m2s = torch.empty(rows * programs, device=x.device, dtype=torch.float32)
