@@ -24,7 +24,6 @@ import os
 
 import torch
 from triton import knobs
-from triton.knobs import HookChain
 from triton.runtime import driver
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
@@ -78,8 +77,10 @@ def specialisation_key(kernel, grid, args, constexprs, num_warps, device_index):
 def _no_hooks() -> bool:
     """Whether no launch hook (a profiler's) is registered; otherwise launches go through compiled[grid], which
     builds the launch metadata the hooks receive."""
+    # a hook chain (Triton >= 3.5) is empty when its list of calls is; anything else (a bare hook, None in older
+    # versions) counts as registered and takes the metadata path: slower, never wrong
     enter, leave = _RUNTIME_KNOBS.launch_enter_hook, _RUNTIME_KNOBS.launch_exit_hook
-    return type(enter) is HookChain and type(leave) is HookChain and not enter.calls and not leave.calls
+    return not getattr(enter, "calls", True) and not getattr(leave, "calls", True)
 
 
 def launch(kernel, grid, *args, num_warps: int = 4, **constexprs) -> None:
