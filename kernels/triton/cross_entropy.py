@@ -13,9 +13,9 @@ import triton
 import triton.language as tl
 
 try:
-    from .launch import launch  # imported as kernels.triton.<problem>
+    from .launch import cdiv, launch  # imported as kernels.triton.<problem>
 except ImportError:  # loaded as a file by the harness, with the route directory on sys.path
-    from launch import launch
+    from launch import cdiv, launch
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 _IGNORE_INDEX = -100
@@ -74,7 +74,7 @@ def cross_entropy(predictions: torch.Tensor, targets: torch.Tensor, variant: str
     x, t = predictions.contiguous(), targets.contiguous()
     rows, cols = x.shape
     cfg = VARIANTS[variant or ("interpret" if _INTERPRET else "default")]
-    programs = triton.cdiv(rows, cfg["BLOCK_R"])
+    programs = cdiv(rows, cfg["BLOCK_R"])
     losses = torch.empty(programs, device=x.device, dtype=torch.float32)
     counts = torch.empty(programs, device=x.device, dtype=torch.float32)
     out = torch.empty((), device=x.device, dtype=torch.float32)

@@ -12,9 +12,9 @@ import triton
 import triton.language as tl
 
 try:
-    from .launch import launch  # imported as kernels.triton.<problem>
+    from .launch import cdiv, launch  # imported as kernels.triton.<problem>
 except ImportError:  # loaded as a file by the harness, with the route directory on sys.path
-    from launch import launch
+    from launch import cdiv, launch
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
@@ -60,7 +60,7 @@ def hinge_loss(predictions: torch.Tensor, targets: torch.Tensor, variant: str | 
     p, t = predictions.contiguous(), targets.contiguous()
     rows = p.numel() // cols
     cfg = VARIANTS[variant or ("interpret" if _INTERPRET else "default")]
-    programs = triton.cdiv(rows, cfg["BLOCK_R"])
+    programs = cdiv(rows, cfg["BLOCK_R"])
     partials = torch.empty(programs, device=p.device, dtype=torch.float32)
     out = torch.empty((), device=p.device, dtype=torch.float32)
     launch(

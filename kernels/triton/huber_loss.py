@@ -9,9 +9,9 @@ import triton
 import triton.language as tl
 
 try:
-    from .launch import launch  # imported as kernels.triton.<problem>
+    from .launch import cdiv, launch, num_sms  # imported as kernels.triton.<problem>
 except ImportError:  # loaded as a file by the harness, with the route directory on sys.path
-    from launch import launch
+    from launch import cdiv, launch, num_sms
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
@@ -48,19 +48,13 @@ def _finish_mean(partial_ptr, out_ptr, num_partials, scale, BLOCK: tl.constexpr)
     tl.store(out_ptr, tl.sum(acc, axis=0) * scale)
 
 
-def _num_sms(device: torch.device) -> int:
-    if device.type == "cuda":
-        return torch.cuda.get_device_properties(device).multi_processor_count
-    return 1
-
-
 def huber_loss(predictions: torch.Tensor, targets: torch.Tensor, variant: str | None = None) -> torch.Tensor:
     if predictions.shape != targets.shape:
         raise ValueError(f"predictions {tuple(predictions.shape)} and targets {tuple(targets.shape)} differ")
     p, t = predictions.contiguous(), targets.contiguous()
     cfg = VARIANTS[variant or ("interpret" if _INTERPRET else "default")]
     n = p.numel()
-    programs = max(1, min(triton.cdiv(n, cfg["BLOCK"]), _num_sms(p.device) * cfg["programs_per_sm"]))
+    programs = max(1, min(cdiv(n, cfg["BLOCK"]), num_sms(p.device) * cfg["programs_per_sm"]))
     partials = torch.empty(programs, device=p.device, dtype=torch.float32)
     out = torch.empty((), device=p.device, dtype=torch.float32)
     launch(_huber_partials, (programs,), p, t, partials, n, programs, BLOCK=cfg["BLOCK"], num_warps=cfg["num_warps"])

@@ -4,13 +4,17 @@ The verifier times each call from an idle GPU (synchronize, flush, synchronize, 
 of a call is inside its measured time. Triton's JIT launcher binds, specialises and looks up its arguments on every
 call (11-20 us of host time on the H200's host: bench/kernels/launch_overhead.py); the compiled kernel launched
 directly costs about 5 us. ``launch`` runs the ordinary JIT launch the first time a specialisation is seen and keeps
-the compiled kernel it returns; later calls with the same key launch that compiled kernel directly.
+a plan: the compiled kernel's launcher, its handle and packed metadata, the 3-d grid and the trailing constexprs.
+Later calls with the same key hand the arguments straight to that launcher, as the JIT launcher itself does after
+its lookup, without building the per-call closure and launch-metadata dict of ``compiled[grid](...)``.
 
 Why this is honest under the harness's rules (kernels/NOTES.md, "Launch overhead"): only compiled code and launch
 parameters are cached, never an output, an input's values or a pointer. The key holds exactly what Triton itself
 specialises a kernel on -- the device, each tensor's dtype and 16-byte alignment, each integer's value, the grid and
 the constexprs -- so the cached kernel is the one the JIT launcher would have picked for these arguments, and every
-call still reads its inputs and writes the fresh output it was handed.
+call still reads its inputs and writes the fresh output it was handed, on the stream current at the call.
+Triton's launch hooks (a profiler's) are honoured: while one is registered every call takes ``compiled[grid]``,
+which builds the metadata the hooks are given.
 
 The route's files import it as a sibling module (the harness puts the route directory on sys.path).
 Under the CPU interpreter (TRITON_INTERPRET=1), or off the current CUDA device, every call takes the ordinary path.
@@ -19,47 +23,84 @@ Under the CPU interpreter (TRITON_INTERPRET=1), or off the current CUDA device, 
 import os
 
 import torch
+from triton import knobs
+from triton.runtime import driver
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
-# key -> compiled kernel; bounded by the distinct specialisations a process runs (a handful per problem), and
-# cleared if it ever grows past _MAX_ENTRIES (a caller passing a new float each call, say)
-_COMPILED: dict = {}
+# key -> launch plan; bounded by the distinct specialisations a process runs (a handful per problem), and cleared if
+# it ever grows past _MAX_ENTRIES (a caller passing a new float each call, say)
+_PLANS: dict = {}
 _MAX_ENTRIES = 1024
 _TENSOR = torch.Tensor
+_RUNTIME_KNOBS = knobs.runtime
+_SMS: dict = {}  # CUDA device index -> its number of SMs
+
+
+def cdiv(a: int, b: int) -> int:
+    """triton.cdiv for host integers. Triton's is a ConstexprFunction, about 8 us a call on the host (more than a
+    cached launch); the route's wrappers size their grids with this one."""
+    return -(-a // b)
+
+
+def next_power_of_2(n: int) -> int:
+    """triton.next_power_of_2 for host integers (0 for 0, as Triton's), without its ConstexprFunction's cost."""
+    return 1 << (n - 1).bit_length() if n > 0 else 0
+
+
+def num_sms(device: torch.device) -> int:
+    """The device's number of SMs (1 off CUDA), looked up once per device: torch.cuda.get_device_properties costs
+    microseconds a call, and grids sized by it are built on every call."""
+    if device.type != "cuda":
+        return 1
+    sms = _SMS.get(device.index)
+    if sms is None:
+        sms = _SMS[device.index] = torch.cuda.get_device_properties(device).multi_processor_count
+    return sms
 
 
 def specialisation_key(kernel, grid, args, constexprs, num_warps, device_index):
     """The cache key of one launch: everything the JIT launcher would choose its compiled kernel by. Tensors count by
     dtype and 16-byte alignment only (never by address), scalars by value (Triton specialises integers on == 1 and on
-    divisibility by 16; the value is stricter). Built in one expression: this runs on every call, and the key's cost
-    is what the cache saves (a first version with a helper call per argument took 10 us, as much as it saved)."""
-    return (
-        id(kernel),
-        device_index,
-        grid,
-        num_warps,
-        *constexprs.values(),
-        *[(a.dtype, a.data_ptr() & 15 == 0) if isinstance(a, _TENSOR) else a for a in args],
-    )
+    divisibility by 16; the value is stricter). This runs on every call, and the key's cost is what the cache saves:
+    a plain loop, since a comprehension building a tuple per tensor measured 1.5x slower on the CPU."""
+    key = [id(kernel), device_index, grid, num_warps, *constexprs.values()]
+    for arg in args:
+        if isinstance(arg, _TENSOR):
+            key.append(arg.dtype)
+            key.append(arg.data_ptr() & 15 == 0)
+        else:
+            key.append(arg)
+    return tuple(key)
+
+
+def _no_hooks() -> bool:
+    """Whether no launch hook (a profiler's) is registered; otherwise launches go through compiled[grid], which
+    builds the launch metadata the hooks receive."""
+    # a hook chain (Triton >= 3.5) is empty when its list of calls is; anything else (a bare hook, None in older
+    # versions) counts as registered and takes the metadata path: slower, never wrong
+    enter, leave = _RUNTIME_KNOBS.launch_enter_hook, _RUNTIME_KNOBS.launch_exit_hook
+    return not getattr(enter, "calls", True) and not getattr(leave, "calls", True)
 
 
 def launch(kernel, grid, *args, num_warps: int = 4, **constexprs) -> None:
     """``kernel[grid](*args, num_warps=num_warps, **constexprs)``, with the launcher's host work cached."""
-    grid = tuple(grid) + (1,) * (3 - len(grid))
     first = args[0]
-    if _INTERPRET or not first.is_cuda or first.device.index != torch.cuda.current_device():
+    if _INTERPRET or not first.is_cuda:
         kernel[grid](*args, num_warps=num_warps, **constexprs)
         return
-    key = specialisation_key(kernel, grid, args, constexprs, num_warps, first.device.index)
-    entry = _COMPILED.get(key)
-    if entry is not None:
-        compiled, tail = entry
-        compiled[grid](*args, *tail)
+    device = first.get_device()
+    if device != torch.cuda.current_device():
+        kernel[grid](*args, num_warps=num_warps, **constexprs)
+        return
+    key = specialisation_key(kernel, grid, args, constexprs, num_warps, device)
+    plan = _PLANS.get(key)
+    if plan is not None:
+        run_plan(plan, device, args)
         return
     compiled = kernel[grid](*args, num_warps=num_warps, **constexprs)
-    if len(_COMPILED) >= _MAX_ENTRIES:
-        _COMPILED.clear()
+    if len(_PLANS) >= _MAX_ENTRIES:
+        _PLANS.clear()
     # the compiled kernel's launcher takes every parameter in order, constexprs included (it skips them)
     tail = []
     for param in kernel.params[len(args) :]:
@@ -69,4 +110,32 @@ def launch(kernel, grid, *args, num_warps: int = 4, **constexprs) -> None:
             tail.append(param.default)
         else:
             raise TypeError(f"launch: {param.name} has no value")
-    _COMPILED[key] = (compiled, tuple(tail))
+    _PLANS[key] = make_plan(compiled, grid, tail)
+
+
+def make_plan(compiled, grid, tail) -> tuple:
+    """What run_plan needs to launch a compiled kernel (as returned by ``kernel[grid](...)``) again: its launcher,
+    handle and packed metadata, the 3-d grid and the values of its parameters after the per-call ones."""
+    grid_x, grid_y, grid_z = tuple(grid) + (1,) * (3 - len(grid))
+    return (
+        compiled.run,
+        driver.active.get_current_stream,
+        grid_x,
+        grid_y,
+        grid_z,
+        compiled.function,
+        compiled.packed_metadata,
+        compiled,
+        tuple(tail),
+    )
+
+
+def run_plan(plan: tuple, device: int, args: tuple) -> None:
+    """Launch a plan's kernel on the device's current stream with the per-call arguments args."""
+    run, current_stream, grid_x, grid_y, grid_z, function, metadata, compiled, tail = plan
+    if _no_hooks():
+        # what Triton's JIT launcher runs once it has found the compiled kernel (triton/runtime/jit.py), minus the
+        # launch metadata and the calls of the empty hook chains
+        run(grid_x, grid_y, grid_z, current_stream(device), function, metadata, None, None, None, *args, *tail)
+    else:
+        compiled[(grid_x, grid_y, grid_z)](*args, *tail)

@@ -23,9 +23,9 @@ import triton
 import triton.language as tl
 
 try:
-    from .launch import launch  # imported as kernels.triton.<problem>
+    from .launch import cdiv, launch, next_power_of_2, num_sms  # imported as kernels.triton.<problem>
 except ImportError:  # loaded as a file by the harness, with the route directory on sys.path
-    from launch import launch
+    from launch import cdiv, launch, next_power_of_2, num_sms
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 _PTX = tl.constexpr(not _INTERPRET)
@@ -213,12 +213,6 @@ def _normalize(
         tl.store(y_ptr + row_start + c, (x - mean) * rstd * w + b, mask=mask)
 
 
-def _num_sms(device: torch.device) -> int:
-    if device.type == "cuda":
-        return torch.cuda.get_device_properties(device).multi_processor_count
-    return 1
-
-
 def _max_registers(cfg: dict) -> int:
     """Registers per thread that let programs_per_sm programs share an SM (65536 registers), so that the
     cooperative launch fits; ptxas spills rather than exceed it."""
@@ -229,24 +223,24 @@ def programs_per_row(cfg: dict, cols: int) -> int:
     """How many programs of a cooperative variant meet for one row (they must run at the same time)."""
     if cfg["mode"] == "two_pass":
         return 1
-    return triton.cdiv(cols, min(cfg["SLICE"], triton.next_power_of_2(cols)))
+    return cdiv(cols, min(cfg["SLICE"], next_power_of_2(cols)))
 
 
 def _launch_coop(x, w, b, y, rows, cols, eps, cfg) -> bool:
     """One cooperative launch, all programs on one row at a time; False (nothing launched) when a row needs more
     programs than the GPU holds at once."""
-    slice_len = min(cfg["SLICE"], triton.next_power_of_2(cols))
+    slice_len = min(cfg["SLICE"], next_power_of_2(cols))
     block = min(cfg["BLOCK"], slice_len)
-    programs = triton.cdiv(cols, slice_len)
-    if programs > _num_sms(x.device) * cfg["programs_per_sm"]:
+    programs = cdiv(cols, slice_len)
+    if programs > num_sms(x.device) * cfg["programs_per_sm"]:
         return False
     means = torch.empty(rows * programs, device=x.device, dtype=torch.float32)
     m2s = torch.empty(rows * programs, device=x.device, dtype=torch.float32)
     arrived = torch.empty(rows, device=x.device, dtype=torch.int32)
-    _fill_zero[(triton.cdiv(rows, 1024),)](arrived, rows, BLOCK=1024)
+    _fill_zero[(cdiv(rows, 1024),)](arrived, rows, BLOCK=1024)
     args = (x, w, b, y, means, m2s, arrived, rows, cols, eps)
     launch = {"num_warps": cfg["num_warps"], "maxnreg": _max_registers(cfg), "launch_cooperative_grid": True}
-    block_p = triton.next_power_of_2(programs)
+    block_p = next_power_of_2(programs)
     if cfg["mode"] == "hold":
         _hold_layer_norm[(programs,)](*args, SLICE=slice_len, BLOCK_P=block_p, PREFETCH=cfg["prefetch"], **launch)
     else:
@@ -268,8 +262,8 @@ def layer_norm(
         if _launch_coop(x, w, b, y, rows, cols, eps, cfg):
             return y
         cfg = VARIANTS["c2048_b2048_w4"]  # rows too long to be held by the GPU at once
-    chunk = min(cfg["CHUNK"], triton.cdiv(cols, cfg["BLOCK"]) * cfg["BLOCK"])
-    chunks = triton.cdiv(cols, chunk)
+    chunk = min(cfg["CHUNK"], cdiv(cols, cfg["BLOCK"]) * cfg["BLOCK"])
+    chunks = cdiv(cols, chunk)
     means = torch.empty(rows * chunks, device=x.device, dtype=torch.float32)
     m2s = torch.empty(rows * chunks, device=x.device, dtype=torch.float32)
     grid = (rows * chunks,)
@@ -288,7 +282,7 @@ def layer_norm(
     )
     launch(
         _normalize, grid, x, w, b, y, means, m2s, rows, cols, chunks, eps,
-        CHUNK=chunk, BLOCK=cfg["BLOCK"], BLOCK_P=triton.next_power_of_2(chunks), num_warps=cfg["num_warps"],
+        CHUNK=chunk, BLOCK=cfg["BLOCK"], BLOCK_P=next_power_of_2(chunks), num_warps=cfg["num_warps"],
     )  # fmt: skip
     return y
 

@@ -26,6 +26,11 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
+try:
+    from .launch import cdiv, next_power_of_2, num_sms  # imported as kernels.triton.<problem>
+except ImportError:  # loaded as a file by the harness, with the route directory on sys.path
+    from launch import cdiv, next_power_of_2, num_sms
+
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 _PTX = tl.constexpr(not _INTERPRET)
 
@@ -244,12 +249,6 @@ def _hold_log_softmax(
         tl.store(y_ptr + row_start + c, x - lse, mask=mask, cache_modifier=".cs" if HINTS else "")
 
 
-def _num_sms(device: torch.device) -> int:
-    if device.type == "cuda":
-        return torch.cuda.get_device_properties(device).multi_processor_count
-    return 1
-
-
 def _max_registers(cfg) -> int:
     """Registers per thread that let programs_per_sm programs share an SM (65536 registers), so that the
     cooperative launch fits; ptxas spills rather than exceed it."""
@@ -259,27 +258,27 @@ def _max_registers(cfg) -> int:
 def programs_per_row(cfg: dict, cols: int) -> int:
     """How many programs of a cooperative variant meet for one row (they must run at the same time)."""
     if cfg["mode"] == "hold":
-        return triton.cdiv(cols, min(cfg["SLICE"], triton.next_power_of_2(cols)))
+        return cdiv(cols, min(cfg["SLICE"], next_power_of_2(cols)))
     if cfg["mode"] == "coop":
-        return min(cfg["chunks"], triton.cdiv(cols, cfg["BLOCK"]))
+        return min(cfg["chunks"], cdiv(cols, cfg["BLOCK"]))
     return 1
 
 
 def _launch_hold(x: torch.Tensor, y: torch.Tensor, cfg: dict) -> bool:
     """Run the register-holding kernel; False (nothing launched) when one row needs more programs than fit."""
     rows, cols = x.shape
-    slice_len = min(cfg["SLICE"], triton.next_power_of_2(cols))
-    chunks = triton.cdiv(cols, slice_len)
-    slots = min(rows, _num_sms(x.device) * cfg["programs_per_sm"] // chunks)
+    slice_len = min(cfg["SLICE"], next_power_of_2(cols))
+    chunks = cdiv(cols, slice_len)
+    slots = min(rows, num_sms(x.device) * cfg["programs_per_sm"] // chunks)
     if slots == 0:
         return False
     maxes = torch.empty(rows * chunks, device=x.device, dtype=torch.float32)
     sums = torch.empty(rows * chunks, device=x.device, dtype=torch.float32)
     arrived = torch.empty(rows, device=x.device, dtype=torch.int32)
-    _fill_zero[(triton.cdiv(rows, 1024),)](arrived, rows, BLOCK=1024)
+    _fill_zero[(cdiv(rows, 1024),)](arrived, rows, BLOCK=1024)
     _hold_log_softmax[(slots * chunks,)](
         x, y, maxes, sums, arrived, rows, cols, chunks, slots,
-        SLICE=slice_len, BLOCK_P=triton.next_power_of_2(chunks), HINTS=cfg["hints"], PREFETCH=cfg["prefetch"],
+        SLICE=slice_len, BLOCK_P=next_power_of_2(chunks), HINTS=cfg["hints"], PREFETCH=cfg["prefetch"],
         AHEAD=cfg["ahead"], PF_KEEP=cfg["pf_keep"],
         num_warps=cfg["num_warps"], maxnreg=_max_registers(cfg), launch_cooperative_grid=True,
     )  # fmt: skip
@@ -299,11 +298,11 @@ def log_softmax_rows(x: torch.Tensor, variant: str | None = None) -> torch.Tenso
             return y
         cfg = VARIANTS["coop_c48_p4_b8192"]  # a row longer than the registers of the whole GPU: through L2 instead
     block = cfg["BLOCK"]
-    chunks = max(1, min(cfg["chunks"], triton.cdiv(cols, block)))
+    chunks = max(1, min(cfg["chunks"], cdiv(cols, block)))
     # chunk length a multiple of BLOCK keeps every chunk's loads aligned
-    chunk_len = triton.cdiv(triton.cdiv(cols, chunks), block) * block
-    chunks = triton.cdiv(cols, chunk_len)
-    block_p = triton.next_power_of_2(chunks)
+    chunk_len = cdiv(cdiv(cols, chunks), block) * block
+    chunks = cdiv(cols, chunk_len)
+    block_p = next_power_of_2(chunks)
     maxes = torch.empty(rows * chunks, device=x.device, dtype=torch.float32)
     sums = torch.empty(rows * chunks, device=x.device, dtype=torch.float32)
     if cfg["mode"] == "split":
@@ -314,8 +313,8 @@ def log_softmax_rows(x: torch.Tensor, variant: str | None = None) -> torch.Tenso
         )
         return y
     arrived = torch.empty(rows, device=x.device, dtype=torch.int32)
-    _fill_zero[(triton.cdiv(rows, 1024),)](arrived, rows, BLOCK=1024)
-    slots = max(1, min(rows, _num_sms(x.device) * cfg["programs_per_sm"] // chunks))
+    _fill_zero[(cdiv(rows, 1024),)](arrived, rows, BLOCK=1024)
+    slots = max(1, min(rows, num_sms(x.device) * cfg["programs_per_sm"] // chunks))
     _coop_log_softmax[(slots * chunks,)](
         x, y, maxes, sums, arrived, rows, cols, chunks, chunk_len, slots,
         BLOCK=block, BLOCK_P=block_p, LOOKAHEAD=cfg["lookahead"], HINTS=cfg["hints"], PREFETCH=cfg["prefetch"],

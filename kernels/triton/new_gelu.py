@@ -17,6 +17,11 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
+try:
+    from .launch import make_plan, run_plan  # imported as kernels.triton.<problem>
+except ImportError:  # loaded as a file by the harness, with the route directory on sys.path
+    from launch import make_plan, run_plan
+
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 _SQRT_2_OVER_PI = tl.constexpr(0.7978845608028654)
 _INT32_MAX = 2**31 - 1
@@ -77,39 +82,46 @@ _gelu_autotuned = triton.autotune(
 )(_gelu_kernel)
 
 
-# (device, size, input 16-byte aligned) -> the compiled kernel the autotuner chose and its grid. Triton's JIT launcher
-# binds, specialises and looks up its arguments on every call (~20 us of host time, and the autotuner's wrapper ~10 us
-# more: bench/kernels/launch_overhead.py), which counts when each call is timed from an idle GPU, as the verifier
-# does; the compiled kernel is launched directly instead. The key holds what Triton specialises the kernel on (the
-# size and the pointers' alignment; the output is a fresh allocation, always aligned), so a cached kernel is only
-# reused where the JIT launcher would pick the same one.
+# (device, size, input 16-byte aligned) -> the launch plan (launch.make_plan) of the compiled kernel the autotuner
+# chose. Triton's JIT launcher binds, specialises and looks up its arguments on every call (~20 us of host time, and
+# the autotuner's wrapper ~10 us more: bench/kernels/launch_overhead.py), which counts when each call is timed from an
+# idle GPU, as the verifier does; the compiled kernel is launched directly instead. The key holds what Triton
+# specialises the kernel on (the size and the pointers' alignment; the output is a fresh allocation, always aligned),
+# so a cached kernel is only reused where the JIT launcher would pick the same one.
 _TUNED: dict = {}
 
 
-def _launch_tuned(x: torch.Tensor, y: torch.Tensor, n: int, wide: bool) -> None:
-    key = (x.device.index, n, x.data_ptr() % 16 == 0)
-    entry = _TUNED.get(key)
-    if entry is not None:
-        compiled, grid, block = entry
-        compiled[grid](x, y, n, block, wide, False)
+def _launch_tuned(x: torch.Tensor, y: torch.Tensor, n: int) -> None:
+    device = x.get_device()
+    current = device == torch.cuda.current_device()  # a plan holds the kernel compiled for the current device
+    key = (device, n, x.data_ptr() & 15 == 0)
+    plan = _TUNED.get(key)
+    if plan is not None and current:
+        run_plan(plan, device, (x, y, n))
         return
+    wide = n + 8192 > _INT32_MAX
     _gelu_autotuned[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, n, WIDE=wide)  # times the configs once
+    if not current:
+        return
     best = _gelu_autotuned.best_config
     block = best.kwargs["BLOCK"]
-    grid = (triton.cdiv(n, block), 1, 1)
+    grid = (triton.cdiv(n, block),)
     # the chosen config through the ordinary launch once more (same output), to get hold of its compiled kernel
     compiled = _gelu_kernel[grid](x, y, n, BLOCK=block, WIDE=wide, STREAM=False, num_warps=best.num_warps)
-    _TUNED[key] = (compiled, grid, block)
+    _TUNED[key] = make_plan(compiled, grid, (block, wide, False))
 
 
 def new_gelu(x: torch.Tensor, variant: str | None = None) -> torch.Tensor:
     x = x.contiguous()
     y = torch.empty_like(x)
+    if variant is None and not _INTERPRET:  # the shipped path, the one the verifier times: the least host work
+        _launch_tuned(x, y, x.numel())
+        return y
     cfg = VARIANTS[variant or ("interpret" if _INTERPRET else "default")]
     n = x.numel()
     wide = n + 8192 > _INT32_MAX
     if cfg.get("autotune"):
-        _launch_tuned(x, y, n, wide)
+        _launch_tuned(x, y, n)
     elif "programs_per_sm" in cfg:
         sms = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 1
         grid = (max(1, min(triton.cdiv(n, cfg["BLOCK"]), sms * cfg["programs_per_sm"])),)

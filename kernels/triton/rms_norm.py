@@ -14,9 +14,9 @@ import triton
 import triton.language as tl
 
 try:
-    from .launch import launch  # imported as kernels.triton.<problem>
+    from .launch import cdiv, launch, next_power_of_2  # imported as kernels.triton.<problem>
 except ImportError:  # loaded as a file by the harness, with the route directory on sys.path
-    from launch import launch
+    from launch import cdiv, launch, next_power_of_2
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
@@ -70,8 +70,8 @@ def rms_norm(x: torch.Tensor, eps: float, variant: str | None = None) -> torch.T
     batch, features = x.shape[0], x.shape[1]
     spatial = x[0, 0].numel()
     cfg = VARIANTS[variant or ("interpret" if _INTERPRET else "default")]
-    block_f = min(triton.next_power_of_2(features), cfg["MAX_BLOCK_F"])
-    blocks_per_item = triton.cdiv(spatial, cfg["BLOCK_S"])
+    block_f = min(next_power_of_2(features), cfg["MAX_BLOCK_F"])
+    blocks_per_item = cdiv(spatial, cfg["BLOCK_S"])
     launch(
         _rms_norm_kernel, (batch * blocks_per_item,), x, y, features, spatial, blocks_per_item, eps,
         BLOCK_F=block_f, BLOCK_S=cfg["BLOCK_S"], ONE_TILE=features <= block_f, num_warps=cfg["num_warps"],

@@ -14,9 +14,9 @@ import triton
 import triton.language as tl
 
 try:
-    from .launch import launch  # imported as kernels.triton.<problem>
+    from .launch import cdiv, launch  # imported as kernels.triton.<problem>
 except ImportError:  # loaded as a file by the harness, with the route directory on sys.path
-    from launch import launch
+    from launch import cdiv, launch
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
@@ -56,7 +56,7 @@ def sum_dim(x: torch.Tensor, dim: int, variant: str | None = None) -> torch.Tens
     inner = x[(0,) * (dim + 1)].numel() if dim + 1 < x.dim() else 1
     outer = x.numel() // max(1, reduced * inner) if reduced else y.numel() // inner
     cfg = VARIANTS[variant or ("interpret" if _INTERPRET else "default")]
-    col_blocks = triton.cdiv(inner, cfg["BLOCK_C"])
+    col_blocks = cdiv(inner, cfg["BLOCK_C"])
     launch(
         _sum_dim_kernel,
         (outer * col_blocks,),

@@ -10,9 +10,9 @@ import triton
 import triton.language as tl
 
 try:
-    from .launch import launch  # imported as kernels.triton.<problem>
+    from .launch import cdiv, launch  # imported as kernels.triton.<problem>
 except ImportError:  # loaded as a file by the harness, with the route directory on sys.path
-    from launch import launch
+    from launch import cdiv, launch
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 _PAIRWISE_EPS = 1e-6
@@ -71,7 +71,7 @@ def triplet_margin_loss(
     a, p, n = anchor.contiguous(), positive.contiguous(), negative.contiguous()
     rows, cols = a.shape
     cfg = VARIANTS[variant or ("interpret" if _INTERPRET else "default")]
-    programs = triton.cdiv(rows, cfg["BLOCK_R"])
+    programs = cdiv(rows, cfg["BLOCK_R"])
     partials = torch.empty(programs, device=a.device, dtype=torch.float32)
     out = torch.empty((), device=a.device, dtype=torch.float32)
     launch(

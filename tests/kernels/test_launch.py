@@ -8,6 +8,7 @@ import pytest
 import torch
 import triton
 import triton.language as tl
+from triton import knobs
 
 from kernels.triton import launch as launcher
 from services.verifier.harness import static_scan
@@ -81,3 +82,26 @@ def test_route_file_loaded_the_harness_way_finds_its_launcher(gen):
 def test_the_route_passes_the_harness_static_pass():
     flagged = {name: result for name, result in static_scan.scan_route(ROUTE_DIR).items() if result.violations}
     assert not flagged, {name: result.violations for name, result in flagged.items()}
+
+
+def test_a_registered_launch_hook_sends_cached_launches_through_the_metadata_path():
+    """A profiler's launch hook must see every launch with its metadata, so the bare launch is only for no hooks."""
+    assert launcher._no_hooks()
+
+    def hook(metadata):
+        pass
+
+    knobs.runtime.launch_enter_hook.add(hook)
+    try:
+        assert not launcher._no_hooks()
+    finally:
+        knobs.runtime.launch_enter_hook.remove(hook)
+    assert launcher._no_hooks()
+
+
+def test_host_grid_arithmetic_matches_tritons():
+    """The wrappers size grids with launch.cdiv and launch.next_power_of_2 instead of Triton's (slow on the host)."""
+    for n in [*range(0, 1100), 4095, 4096, 4097, 2**31 - 1, 2**31, 2**32 + 5]:
+        assert launcher.next_power_of_2(n) == triton.next_power_of_2(n), n
+        for d in (1, 2, 3, 4, 16, 1024, 4096):
+            assert launcher.cdiv(n, d) == triton.cdiv(n, d), (n, d)
