@@ -88,6 +88,21 @@ def test_a_patched_timer_is_caught_by_the_judges_clock(rules_path):
     assert sub["violations"][0].startswith("class 6 (patching the harness): the candidate's timer reported"), sub
 
 
+@pytest.mark.parametrize("attack", ["slowed_clock", "deferred_output"])
+def test_the_cpu_profiles_timer_is_the_judges_clock(attack, rules_path):
+    """On the CPU profile a call is timed by the judge's clock, from its go until the output exists out of the
+    candidate's reach: 5 ms that the candidate's slowed clock does not see, or that a thread spends filling the output
+    after forward returned, are in the call's time all the same (before, they passed at 1.8x and 2.8x)."""
+    doc = smoke(ATTACKS / attack, rules_path, "new_gelu", skip_static=True)
+    sub = _only(doc, "new_gelu")
+    if not sub["passed"]:  # a loaded machine can stretch the 5 ms past the 15 ms taken for noise: named then
+        assert sub["violations"][0].startswith("class 6 (patching the harness): the candidate's timer"), sub
+        return
+    assert sub["candidate_ms"] >= 5.0, sub
+    assert sub["speedup"] < 0.1, sub
+    assert doc["details"]["new_gelu"]["candidate_reported_ms"] < 2.5, doc["details"]["new_gelu"]
+
+
 @AS_ROOT
 def test_route_code_cannot_read_a_root_only_file(tmp_path, rules_path):
     secret = Path(f"/var/lib/kb-test-secret-{secrets.token_hex(6)}")
