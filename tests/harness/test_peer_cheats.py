@@ -6,8 +6,9 @@ so that what a cheat does to its process stays there), on the CPU profile at smo
 the dynamic defenses alone must stop it. "Stop" means one of two things, and each test says which it accepts:
 - *named*: the check fails and a violation names the cheat's class;
 - *neutralised* (only for cheats whose whole effect is on the measurement -- slowing the reference, caching,
-  patching a clock or a statistic): either named, or the check passes with a speed-up no larger than honest work
-  gets (``HONEST_SPEEDUP_BOUND``); against the in-process harness these cheats fabricated 4.8x to inf.
+  patching a clock or a statistic, work hidden from the timer): either named, or the check passes with a speed-up no
+  larger than honest work gets (``HONEST_SPEEDUP_BOUND``); against the in-process harness these cheats fabricated
+  4.8x to inf.
 The table of classes, defenses and tests is tests/harness/cheats/README.md; p16 (L2 persistence) and the side-stream
 half of p14 need a GPU: bench/harness/peer_gpu.sh runs them on the H200.
 """
@@ -175,14 +176,6 @@ def test_p11_patched_median_underflowing_the_score_gains_nothing(tmp_path):
     _assert_named_or_neutralised(*_check("p11_statistics_underflow", "layer_norm", tmp_path), 6)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="still passes against the judge branch (201069a, 2026-12-03 14:30 UTC), at 29-104x on the CPU profile: "
-    "route code rebinds the candidate side's clocks (time.*, the harness modules' bound copies) and blinds its "
-    "identity "
-    "snapshot (Snapshot.changes is a class attribute the snapshot does not watch); the judge then bounds the reported "
-    "time only by its own clock plus JUDGE_CLOCK_SLACK_MS['cpu'] = 15 ms, 150x a smoke-shape call (~0.1 ms)",
-)
 def test_p18_patched_clocks_with_the_snapshot_blinded_gain_nothing(tmp_path):
     _assert_named_or_neutralised(*_check("p18_blinded_timer_patch", "new_gelu", tmp_path), 6)
 
@@ -190,15 +183,11 @@ def test_p18_patched_clocks_with_the_snapshot_blinded_gain_nothing(tmp_path):
 # -- work the timer does not see, partial work -----------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="still passes against the judge branch (201069a, 2026-12-03 14:30 UTC), 5 of 5 runs: a worker thread "
-    "started at import is older than every per-call thread count; route code makes the candidate side's send_output "
-    "wait for the worker and blinds its snapshot, so no output is read unfilled; the work done after the reported "
-    "time (~0.05 ms) is inside the 15 ms CPU slack of the judge's late-output check",
-)
-def test_p14_work_on_a_thread_started_at_import_is_class_5(tmp_path):
-    _assert_named(*_check("p14_worker_thread", "new_gelu", tmp_path), 5, 1, 2, 6)
+def test_p14_work_on_a_thread_started_at_import_gains_nothing(tmp_path):
+    """Its thread is older than every per-call thread count and its snapshot is blinded, so on the CPU nothing names
+    it; the work it does after forward returned is inside the judge's clock, which stops only once the output exists
+    (test_process_model.py's deferred_output shows that with 5 ms of it). On a GPU its side stream is class 5."""
+    _assert_named_or_neutralised(*_check("p14_worker_thread", "new_gelu", tmp_path), 5, 1, 2, 6)
 
 
 def test_p15_partial_logsumexp_within_a_loose_tolerance_is_class_2(tmp_path):

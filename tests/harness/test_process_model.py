@@ -11,6 +11,7 @@ import json
 import os
 import secrets
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ import torch
 
 from services.common.confine import job_ids
 from services.verifier.harness.check import run_check
-from services.verifier.harness.verify import _fingerprint
+from services.verifier.harness.verify import CandidateProcess, _fingerprint
 from tests.harness.conftest import HERE, ROUTES, run_cli
 
 ATTACKS = HERE / "attacks"
@@ -86,6 +87,21 @@ def test_a_patched_timer_is_caught_by_the_judges_clock(rules_path):
     sub = _only(doc, "new_gelu")
     assert not sub["passed"]
     assert sub["violations"][0].startswith("class 6 (patching the harness): the candidate's timer reported"), sub
+
+
+@pytest.mark.parametrize("attack", ["slowed_clock", "deferred_output"])
+def test_the_cpu_profiles_timer_is_the_judges_clock(attack, rules_path):
+    """On the CPU profile a call is timed by the judge's clock, from its go until the output exists out of the
+    candidate's reach: 5 ms that the candidate's slowed clock does not see, or that a thread spends filling the output
+    after forward returned, are in the call's time all the same (before, they passed at 1.8x and 2.8x)."""
+    doc = smoke(ATTACKS / attack, rules_path, "new_gelu", skip_static=True)
+    sub = _only(doc, "new_gelu")
+    if not sub["passed"]:  # a loaded machine can stretch the 5 ms past the 15 ms taken for noise: named then
+        assert sub["violations"][0].startswith("class 6 (patching the harness): the candidate's timer"), sub
+        return
+    assert sub["candidate_ms"] >= 5.0, sub
+    assert sub["speedup"] < 0.1, sub
+    assert doc["details"]["new_gelu"]["candidate_reported_ms"] < 2.5, doc["details"]["new_gelu"]
 
 
 @AS_ROOT
@@ -173,9 +189,6 @@ def test_the_candidate_runs_confined_and_the_metrics_name_it(rules_path):
         assert isolation["user"] == "kb-job" and isolation["uid"] == job_ids()[0]
         assert isolation["bubblewrap"] == bool(shutil.which("bwrap"))
     assert isolation["round_trip_ms"] > 0 and isolation["copy_gb_per_s"] > 0
-    # the timed protocol's own cost, from empty timed calls before route code: the clock checks allow exactly it
-    assert isolation["timed_overhead_ms"] > 0
-    assert isolation["event_overhead_ms"] == 0  # the CPU profile's timer is its wall clock
 
 
 def test_the_fingerprint_of_an_output_past_2_to_the_24_elements_stays_inside_it():
@@ -186,3 +199,22 @@ def test_the_fingerprint_of_an_output_past_2_to_the_24_elements_stays_inside_it(
     total, picks = _fingerprint(torch.arange(size, dtype=torch.int32))
     assert len(picks) == 64 and picks[0] == 0 and picks[-1] == size - 1
     assert list(picks) == sorted(set(picks)) and total == size * (size - 1) / 2
+
+
+def test_the_gpu_timed_protocols_calibration_runs_its_empty_calls(rules_path, monkeypatch):
+    """The GPU's clock checks allow the timed protocol's own cost, measured with empty timed calls before route code
+    is imported (the H200's context switch after the judge's flush: bench/harness/isolation/README.md, third
+    attempt). The same empty calls run here, on the CPU, through the same orders."""
+    seen = {}
+    calibrate = CandidateProcess.calibrate
+
+    def and_the_timed_protocol(self):
+        calibrate(self)
+        self.calibrate_timed(time.monotonic() + 60)
+        seen.update(around=self.timed_overhead_ms, beyond_events=self.event_overhead_ms)
+
+    monkeypatch.setattr(CandidateProcess, "calibrate", and_the_timed_protocol)
+    doc = smoke(ROUTES / "reference", rules_path, "sum_dim")
+    assert doc["passed"], doc["reasons"]
+    assert seen["around"] > 0  # the channel's round trip at least
+    assert seen["beyond_events"] == 0  # the CPU profile's events are its wall clock

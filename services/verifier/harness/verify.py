@@ -8,11 +8,13 @@ What runs where (docs: services/verifier/harness/README.md, "The process model")
 - The candidate process imports the route, and runs ModelNew on inputs it draws from the seeds the judge sends, one
   call at a time; its outputs come back as copies (channel.py), which the judge compares with its own reference on
   the same inputs, drawn again on its side from the same seed.
-- Timing: the judge flushes the L2 from its own context, then lets each timed call go; its own clock over the call
-  bounds what the candidate reports (a patched timer or lazy output shows as class 6). Every timed call gets inputs
-  drawn from a fresh secret seed into the same buffers (same pointers, new contents, a bumped version counter); the
-  judge picks, after each call returned, whether it wants that output back to re-check (class 4) -- the candidate
-  cannot tell which calls are re-checked before it has answered.
+- Timing: the judge flushes the L2 from its own context, then lets each timed call go; on the GPU its own clock over
+  the call bounds what the candidate reports (a patched timer or lazy output shows as class 6), on the CPU its clock
+  is the timer, up to the kernel's stamp of the output's bytes (time_candidate_by_the_judges_clock). Every timed call
+  gets inputs drawn from a fresh secret seed into the same buffers (same pointers, new contents, a bumped version
+  counter); on the GPU the judge picks, after each call returned, whether it wants that output back to re-check
+  (class 4) -- the candidate cannot tell which calls are re-checked before it has answered; on the CPU every output
+  comes back and is re-checked.
 """
 
 import contextlib
@@ -36,7 +38,14 @@ from contracts.rules import Rules
 from kernels import problems as problem_registry
 from services.common.confine import Caps, Confinement, interpreter_paths
 from services.verifier.harness import draws, integrity
-from services.verifier.harness.channel import Channel, ChannelClosed, ChannelTimeout, ProtocolError, SharedBuffer
+from services.verifier.harness.channel import (
+    Channel,
+    ChannelClosed,
+    ChannelTimeout,
+    ProtocolError,
+    SharedBuffer,
+    StampedChannel,
+)
 from services.verifier.harness.device import POISON, CpuKit, GpuKit, Timing
 from services.verifier.harness.recorder import (
     OpRecorder,
@@ -251,6 +260,7 @@ class CandidateProcess:
         from_candidate, to_judge = os.pipe()
         self.shared = SharedBuffer.create(max(setup.output_bytes, CALIBRATION_BYTES[setup.profile]))
         self.shared_tensor = self.shared.tensor()
+        self.stamped, stamped_end = StampedChannel.pair()
         env = {
             "PATH": "/usr/local/bin:/usr/bin:/bin",
             "LANG": "C.UTF-8",
@@ -260,6 +270,7 @@ class CandidateProcess:
             "KB_CHANNEL_FDS": f"{to_candidate},{to_judge}",
             "KB_SHARED_FD": str(self.shared.fd),
             "KB_SHARED_BYTES": str(self.shared.size),
+            "KB_STAMPED_FD": str(stamped_end.fileno()),
             "KB_DEVICE": ctx.device.type,
             "KB_SHAPE": ctx.shape,
             "KB_ROUTE_DIR": str(setup.route_dir),
@@ -279,11 +290,12 @@ class CandidateProcess:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,
-                pass_fds=(to_candidate, to_judge, self.shared.fd),
+                pass_fds=(to_candidate, to_judge, self.shared.fd, stamped_end.fileno()),
                 start_new_session=True,  # its own process group, killed as one
             )
         os.close(to_candidate)
         os.close(to_judge)
+        stamped_end.close()
         self.channel = Channel(from_candidate, from_judge)
         self._fds = (from_candidate, from_judge)
         self.dead: str | None = None
@@ -371,9 +383,16 @@ class CandidateProcess:
             self.ask({"op": "echo", "size": nbytes}, deadline, max_payload=nbytes)
             copies.append((time.perf_counter() - t0) * 1e3 - self.round_trip_ms)
         self.copy_ms_per_byte = max(min(copies), 0.0) / nbytes
-        # The timed protocol around an empty call: what the judge's clock sees beyond the candidate's reported time
-        # (the channel, putting the candidate's context back on the device after the judge's flush), and what the
-        # candidate's own wall time shows beyond its events (event records, the synchronize).
+        self.timed_overhead_ms = self.event_overhead_ms = None  # the GPU's timed protocol only
+        if self.setup.profile == "cpu":
+            self.calibrate_stamped(deadline)
+        else:
+            self.calibrate_timed(deadline)
+
+    def calibrate_timed(self, deadline: float) -> None:
+        """The GPU's timed protocol around an empty call: what the judge's clock sees beyond the candidate's reported
+        time (the channel, putting the candidate's context back on the device after the judge's flush), and what the
+        candidate's own wall time shows beyond its events (event records, the synchronize)."""
         around, beyond_events = [], []
         for _ in range(CALIBRATION_PINGS):
             self.ask({"op": "idle"}, deadline)
@@ -385,6 +404,53 @@ class CandidateProcess:
             beyond_events.append(done["wall_ms"] - done["device_ms"])
         self.timed_overhead_ms = max(Timing.median(around), 0.0)
         self.event_overhead_ms = max(Timing.median(beyond_events), 0.0)
+
+    def calibrate_stamped(self, deadline: float) -> None:
+        """The CPU profile's timed call without the call: from the judge's go to the kernel's stamp of an output of
+        4 bytes and of the largest output judged, the least of several tries each. The least, not the median: the
+        judge's clock less this is the CPU profile's timer, and route code that later makes its side quicker than it
+        was here gains at most the difference."""
+        largest = max(-(-self.setup.output_bytes // 4) * 4, 4096)
+        least = {}
+        for nbytes in (4, largest):
+            took = []
+            for _ in range(CALIBRATION_PINGS):
+                self.ask({"op": "echo", "size": nbytes, "stamped": True}, deadline)
+                header, _, ms = self.stamped_call(deadline, nbytes, "echo")
+                if ms is None or ms < 0:
+                    raise CandidateDied(self._died(f"answered the channel's calibration with {header}"[:300]))
+                took.append(ms)
+            least[nbytes] = min(took)
+        (small, fixed), (large, most) = sorted(least.items())
+        self.stamped_ms_per_byte = max(most - fixed, 0.0) / (large - small)
+        self.stamped_fixed_ms = fixed - small * self.stamped_ms_per_byte
+
+    def stamped_channel_ms(self, nbytes: int) -> float:
+        """What a CPU timed call with an output of ``nbytes`` costs without the call."""
+        return self.stamped_fixed_ms + nbytes * self.stamped_ms_per_byte
+
+    def stamped_call(self, deadline: float, max_payload: int, during: str):
+        """Lets a CPU timed call the candidate is ready for go and takes its output off the stamped channel: (header,
+        payload, ms from the go to the kernel's stamp of the output's last message; negative if it was handed over
+        before the go). An answer on the pipe instead (a failure) comes back as (that header, None, None)."""
+        try:
+            started = self.stamped.go()
+            got = self.stamped.recv(deadline, max_payload, unless_readable=self.channel.read_fd)
+        except ChannelTimeout:
+            self.kill()
+            raise CandidateDied(self._died(f"gave no answer to '{during}' in time")) from None
+        except (ChannelClosed, ProtocolError, OSError) as err:
+            if not isinstance(err, ProtocolError):
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.proc.wait(timeout=5)
+            self.kill()
+            what = "broke the stamped channel" if isinstance(err, ProtocolError) else "ended"
+            raise CandidateDied(self._died(f"{what} during '{during}'")) from None
+        if got is None:
+            header, _ = self.recv(deadline, during=during)
+            return header, None, None
+        header, payload, stamp = got
+        return header, payload, (stamp - started) / 1e6
 
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -403,6 +469,7 @@ class CandidateProcess:
                 self.proc.wait(timeout=10)
         self.kill()
         self.confinement.close()
+        self.stamped.sock.close()
         for fd in (*self._fds, self.shared.fd):
             with contextlib.suppress(OSError):
                 os.close(fd)
@@ -626,6 +693,10 @@ class _Judge:
         return None
 
     def time_candidate(self) -> Timing:
+        """GPU: CUDA events recorded where the kernel runs time each call from an idle device, the judge's clock over
+        the call bounds them, and a secret sample of outputs comes back after the call answered."""
+        if self.ctx.kit.profile == "cpu":
+            return self.time_candidate_by_the_judges_clock()
         ctx = self.ctx
         warm = [[i % TIMING_POOL, _seed()] for i in range(max(ctx.warmup, TIMING_POOL))]
         self.ask({"op": "warmup", "calls": warm})
@@ -668,20 +739,66 @@ class _Judge:
                     f"not match the reference; {fault}"
                 )
         self.check_facts(self.ask({"op": "ping", "facts": True})[0])
-        self.check_judges_clock(reported_wall, judged_wall, late)
+        trip = self.candidate.timed_overhead_ms
+        self.result.details["timed_overhead_ms"] = trip
+        self.check_judges_clock(reported_wall, [j - trip for j in judged_wall], late)
         return Timing(device_ms, reported_wall)
 
-    def check_judges_clock(self, reported_wall, judged_wall, late):
-        """Class 6: what the candidate reports must account for the time the judge saw the call take. Judged on the
-        quietest calls (a quarter of them, the fastest re-check), so that a loaded machine's hiccups are not read as
-        tampering, while a patched timer or a lazy output is late on every call."""
+    def time_candidate_by_the_judges_clock(self) -> Timing:
+        """CPU: no CUDA events, and any clock in the candidate's process is route code's to slow down, so the judge's
+        clock is the timer. A call is timed from the judge's go until its output exists out of the candidate's reach
+        (the kernel's stamp of the output's last message on the stamped channel), less what that costs without a
+        call (measured before route code was imported): work deferred past the call's return (a thread, a lazy
+        copy) and a slowed candidate-side clock are inside it and gain nothing. Every output comes back with its call
+        and is re-checked. The candidate's own report only names class 6 where it disagrees grossly with the judge's
+        clock."""
+        ctx = self.ctx
+        warm = [[i % TIMING_POOL, _seed()] for i in range(max(ctx.warmup, TIMING_POOL))]
+        self.ask({"op": "warmup", "calls": warm})
+        channel_ms = self.candidate.stamped_channel_ms(self.ref.output_bytes)
+        judged_ms, reported_wall = [], []
+        for i in range(ctx.runs):
+            seed = _seed()
+            expected = _call(self.ref.model, draw(self.problem, self.id, ctx, seed, canaries=True))
+            self.ask({"op": "timed", "slot": i % TIMING_POOL, "seed": seed, "stamped": True})
+            nbytes = expected.numel() * expected.element_size()
+            done, payload, took = self.candidate.stamped_call(self.deadline, nbytes, "timed")
+            self.check_facts(done)
+            if "error" in done or took is None:
+                raise _Broken(str(done.get("error") or "route: a timed call answered without its output")[:600])
+            if took < 0:
+                raise _Broken(
+                    f"class 6 (patching the harness): timed run {i}'s output was handed over before the judge let the "
+                    "call go"
+                )
+            wall = done.get("wall_ms")
+            if not (isinstance(wall, (int, float)) and math.isfinite(wall) and wall >= 0):
+                raise _Broken("class 6 (patching the harness): the candidate reported no usable time for a timed call")
+            out, fault = self.received(done, payload, expected)
+            fault = fault or self.output_faults(out, expected)
+            if fault is not None:
+                raise _Broken(
+                    f"class 4 (caching/replay): timed run {i}, whose inputs were fresh like every timed run's, does "
+                    f"not match the reference; {fault}"
+                )
+            judged_ms.append(max(took - channel_ms, 0.0))
+            reported_wall.append(float(wall))
+        self.check_facts(self.ask({"op": "ping", "facts": True})[0])
+        self.result.details.update(judge_channel_ms=channel_ms, candidate_reported_ms=Timing.median(reported_wall))
+        self.check_judges_clock(reported_wall, judged_ms, [])
+        return Timing(judged_ms, judged_ms)
+
+    def check_judges_clock(self, reported_wall, judged_ms, late):
+        """Class 6: what the candidate reports must account for the time the judge saw the call take (``judged_ms``,
+        the channel's own cost taken off). Judged on the quietest calls (a quarter of them, the fastest re-check), so
+        that a loaded machine's hiccups are not read as tampering, while a patched timer or a lazy output is late on
+        every call."""
         slack = JUDGE_CLOCK_SLACK_MS[self.ctx.kit.profile]
-        trip = self.candidate.timed_overhead_ms
-        excess = sorted(j - trip - JUDGE_CLOCK_RATIO * r for j, r in zip(judged_wall, reported_wall, strict=True))
+        excess = sorted(j - JUDGE_CLOCK_RATIO * r for j, r in zip(judged_ms, reported_wall, strict=True))
         quiet = excess[len(excess) // 4]
-        self.result.details.update(judge_wall_ms=Timing.median(judged_wall) - trip, timed_overhead_ms=trip)
+        self.result.details["judge_wall_ms"] = Timing.median(judged_ms)
         if quiet > slack:
-            claimed, seen = Timing.median(reported_wall), Timing.median(judged_wall) - trip
+            claimed, seen = Timing.median(reported_wall), Timing.median(judged_ms)
             raise _Broken(
                 f"class 6 (patching the harness): the candidate's timer reported {claimed:.3f} ms per call (median) "
                 f"but the judge's clock saw {seen:.3f} ms -- a patched timer or statistics"
