@@ -99,7 +99,9 @@ class Channel:
 
 
 class SharedBuffer:
-    """A memfd both processes map; the judge makes it (``create``), the candidate opens the descriptor it inherits."""
+    """A memfd both processes map. The judge makes it empty (``new_fd``) when it starts the candidate, which inherits
+    the descriptor, and gives it its size (``sized``) once its references say how large an output is; the candidate
+    maps it when the judge tells it that size."""
 
     def __init__(self, fd: int, size: int):
         self.fd = fd
@@ -107,10 +109,13 @@ class SharedBuffer:
         self.map = mmap.mmap(fd, size)
         self.pinned = False
 
+    @staticmethod
+    def new_fd() -> int:
+        return os.memfd_create("kb-candidate-output", 0)
+
     @classmethod
-    def create(cls, size: int) -> "SharedBuffer":
+    def sized(cls, fd: int, size: int) -> "SharedBuffer":
         size = max(size, mmap.PAGESIZE)
-        fd = os.memfd_create("kb-candidate-output", 0)
         os.ftruncate(fd, size)
         return cls(fd, size)
 

@@ -3,8 +3,9 @@ in a confined candidate process of its own (candidate.py) and nothing of it in t
 
 What runs where (docs: services/verifier/harness/README.md, "The process model"):
 - The judge (this process) reads the rules, draws every seed from ``secrets``, builds the reference models with
-  secret parameters and times every reference before the candidate process exists (check.py), so nothing a route
-  does can touch what the reference computes or how fast it runs. Its torch is never touched by route code.
+  secret parameters and times every reference before any route code runs (check.py; the candidate process loads its
+  interpreter and torch meanwhile, but starts CUDA only at the judge's go), so nothing a route does can touch what the
+  reference computes or how fast it runs. Its torch is never touched by route code.
 - The candidate process imports the route, and runs ModelNew on inputs it draws from the seeds the judge sends, one
   call at a time; its outputs come back as copies (channel.py), which the judge compares with its own reference on
   the same inputs, drawn again on its side from the same seed.
@@ -230,15 +231,17 @@ class CandidateSetup:
     hidden: tuple[str, ...]  # the judge's files: the metrics file's directory, KB_HOME, tokens
     caps: Caps
     profile: str  # gpu | cpu
-    output_bytes: int  # the largest output of the problems judged: the shared buffer's size
 
 
 class CandidateProcess:
-    """The confined process route code runs in, and the judge's only line to it."""
+    """The confined process route code runs in, and the judge's only line to it. Started (``__init__``) while the
+    judge may still be timing its references, it loads its interpreter and torch and waits; ``go`` lets it start CUDA
+    and, from then on, run route code: the judge calls it only once every reference of the check is timed."""
 
     def __init__(self, ctx: Context, setup: CandidateSetup, workdir: Path):
         self.ctx = ctx
         self.setup = setup
+        self.spawned_at = time.monotonic()
         self.log_path = workdir / f"candidate-{secrets.token_hex(4)}.log"
         self.confinement = Confinement.prepare(
             setup.caps,
@@ -249,8 +252,8 @@ class CandidateProcess:
         )
         to_candidate, from_judge = os.pipe()
         from_candidate, to_judge = os.pipe()
-        self.shared = SharedBuffer.create(max(setup.output_bytes, CALIBRATION_BYTES[setup.profile]))
-        self.shared_tensor = self.shared.tensor()
+        self.shared_fd = SharedBuffer.new_fd()  # sized by go(), when the references have said how large an output is
+        self.shared: SharedBuffer | None = None
         env = {
             "PATH": "/usr/local/bin:/usr/bin:/bin",
             "LANG": "C.UTF-8",
@@ -258,8 +261,7 @@ class CandidateProcess:
             "PYTHONDONTWRITEBYTECODE": "1",
             "PYTHONNOUSERSITE": "1",
             "KB_CHANNEL_FDS": f"{to_candidate},{to_judge}",
-            "KB_SHARED_FD": str(self.shared.fd),
-            "KB_SHARED_BYTES": str(self.shared.size),
+            "KB_SHARED_FD": str(self.shared_fd),
             "KB_DEVICE": ctx.device.type,
             "KB_SHAPE": ctx.shape,
             "KB_ROUTE_DIR": str(setup.route_dir),
@@ -279,7 +281,7 @@ class CandidateProcess:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,
-                pass_fds=(to_candidate, to_judge, self.shared.fd),
+                pass_fds=(to_candidate, to_judge, self.shared_fd),
                 start_new_session=True,  # its own process group, killed as one
             )
         os.close(to_candidate)
@@ -287,7 +289,26 @@ class CandidateProcess:
         self.channel = Channel(from_candidate, from_judge)
         self._fds = (from_candidate, from_judge)
         self.dead: str | None = None
+        self.waiting_at: float | None = None  # when it had loaded torch, by its own clock (before any route code)
+        self.go_at: float | None = None
+        self.ready_at: float | None = None  # calibrated: route code may come
+
+    def go(self, output_bytes: int) -> None:
+        """The references are done: the candidate may start CUDA, map the output buffer (``output_bytes``, the
+        largest reference output) and then run route code. Ends with the channel's calibration, measured before any
+        route code is imported."""
+        deadline = time.monotonic() + max(problem_time_limit_s(), 120)
+        waiting, _ = self.recv(deadline, during="start-up")
+        reported = waiting.get("waiting_at")
+        if isinstance(reported, float) and math.isfinite(reported):
+            self.waiting_at = reported
+        self.shared = SharedBuffer.sized(self.shared_fd, max(output_bytes, CALIBRATION_BYTES[self.setup.profile]))
+        self.go_at = time.monotonic()
+        self.ask({"op": "references_done", "shared_bytes": self.shared.size}, deadline, reply=False)
+        self.shared_tensor = self.shared.tensor()  # pinned on the GPU while the candidate starts CUDA
+        self.recv(deadline, during="references_done")
         self.calibrate()
+        self.ready_at = time.monotonic()
 
     # -- talking to it ---------------------------------------------------------------------------------------------
     def ask(self, order: dict, deadline: float, max_payload: int = 0, reply: bool = True):
@@ -389,7 +410,7 @@ class CandidateProcess:
                 self.proc.wait(timeout=10)
         self.kill()
         self.confinement.close()
-        for fd in (*self._fds, self.shared.fd):
+        for fd in (*self._fds, self.shared_fd):
             with contextlib.suppress(OSError):
                 os.close(fd)
 
@@ -716,31 +737,60 @@ class _Judge:
 
 
 class Candidates:
-    """The candidate process of a check: started when first needed, started again after one died."""
+    """The candidate process of a check: the first one started early (``start_early``), so that its interpreter and
+    torch load while the judge times the references; each let go only after ``references_done``; started again after
+    one died."""
 
     def __init__(self, ctx: Context, setup: CandidateSetup, workdir: Path):
         self.ctx, self.setup, self.workdir = ctx, setup, workdir
         self.current: CandidateProcess | None = None
         self.started = 0
         self.confinement: dict = {}
+        self.output_bytes: int | None = None  # known once every reference is timed; no candidate goes before
+        self.timeline: list[dict] = []  # per process let go: its spawned/waiting/go/ready times (time.monotonic)
+
+    def start_early(self) -> None:
+        self.current = self._spawn()
+
+    def references_done(self, output_bytes: int) -> None:
+        self.output_bytes = output_bytes
 
     def get(self) -> CandidateProcess:
-        if self.current is None or self.current.dead:
-            if self.current is not None:
-                self.current.stop()
+        if self.output_bytes is None:
+            raise RuntimeError("no candidate may run route code before every reference of the check is timed")
+        if self.current is not None and self.current.dead:
+            self.current.stop()
+            self.current = None
+        if self.current is None:
+            self.current = self._spawn()
+        if self.current.ready_at is None:
             try:
-                self.current = CandidateProcess(self.ctx, self.setup, self.workdir)
-            except LookupError as err:
-                raise CouldNotRun(str(err)) from err
+                self.current.go(self.output_bytes)
             except CandidateDied as err:
                 raise CouldNotRun(f"the candidate process could not start before any route code ran: {err}") from err
-            self.started += 1
+            current = self.current
+            self.timeline.append(
+                {
+                    "spawned": current.spawned_at,
+                    "waiting": current.waiting_at,
+                    "go": current.go_at,
+                    "ready": current.ready_at,
+                }
+            )
             self.confinement = {
-                **self.current.confinement.describe(),
-                "round_trip_ms": self.current.round_trip_ms,
-                "copy_gb_per_s": (1e-6 / self.current.copy_ms_per_byte) if self.current.copy_ms_per_byte else None,
+                **current.confinement.describe(),
+                "round_trip_ms": current.round_trip_ms,
+                "copy_gb_per_s": (1e-6 / current.copy_ms_per_byte) if current.copy_ms_per_byte else None,
             }
         return self.current
+
+    def _spawn(self) -> CandidateProcess:
+        try:
+            process = CandidateProcess(self.ctx, self.setup, self.workdir)
+        except LookupError as err:
+            raise CouldNotRun(str(err)) from err
+        self.started += 1
+        return process
 
     def close(self) -> None:
         if self.current is not None:
