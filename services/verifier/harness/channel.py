@@ -10,6 +10,7 @@ write while the judge compares it. The copies' cost is measured before route cod
 calibration) and recorded in the metrics file (isolation.candidate) and bench/harness/.
 """
 
+import fcntl
 import json
 import mmap
 import os
@@ -101,7 +102,8 @@ class Channel:
 class SharedBuffer:
     """A memfd both processes map. The judge makes it empty (``new_fd``) when it starts the candidate, which inherits
     the descriptor, and gives it its size (``sized``) once its references say how large an output is; the candidate
-    maps it when the judge tells it that size."""
+    maps it when the judge tells it that size. The size is sealed before route code may run: a memfd truncated under
+    the judge's mapping would kill the judge with SIGBUS when it copies an output out."""
 
     def __init__(self, fd: int, size: int):
         self.fd = fd
@@ -111,12 +113,13 @@ class SharedBuffer:
 
     @staticmethod
     def new_fd() -> int:
-        return os.memfd_create("kb-candidate-output", 0)
+        return os.memfd_create("kb-candidate-output", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
 
     @classmethod
     def sized(cls, fd: int, size: int) -> "SharedBuffer":
         size = max(size, mmap.PAGESIZE)
         os.ftruncate(fd, size)
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
         return cls(fd, size)
 
     def tensor(self):
