@@ -84,6 +84,7 @@ def test_route_code_runs_only_after_the_reference_phase_of_the_check(tmp_path, r
     # Let go when the first problem it judges needs it, after the references; the route imported after that.
     assert phases["reference_phase"][1] <= phases["problems"]["new_gelu"][0] <= first["go"] <= first["ready"], phases
     assert first["ready"] < imported < phases["problems"]["new_gelu"][1] <= phases["check_ended"], (imported, phases)
+    assert set(doc["details"]["new_gelu"]["step_s"]) == {"candidate", "load"}  # the step that failed is counted too
 
 
 def test_a_candidate_that_dies_while_it_starts_makes_the_check_could_not_run(rules_path, monkeypatch):

@@ -30,6 +30,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NoReturn
 
 import torch
 
@@ -297,8 +298,9 @@ class CandidateProcess:
         """The references are done: the candidate may start CUDA, map the output buffer (``output_bytes``, the
         largest reference output) and then run route code. Ends with the channel's calibration, measured before any
         route code is imported."""
-        deadline = time.monotonic() + max(problem_time_limit_s(), 120)
-        waiting, _ = self.recv(deadline, during="start-up")
+        limit_s = max(problem_time_limit_s(), 120)
+        deadline = time.monotonic() + limit_s
+        waiting, _ = self.recv(deadline, during="start-up", limit_s=limit_s)
         reported = waiting.get("waiting_at")
         if isinstance(reported, float) and math.isfinite(reported):
             self.waiting_at = reported
@@ -306,7 +308,7 @@ class CandidateProcess:
         self.go_at = time.monotonic()
         self.ask({"op": "references_done", "shared_bytes": self.shared.size}, deadline, reply=False)
         self.shared_tensor = self.shared.tensor()  # pinned on the GPU while the candidate starts CUDA
-        self.recv(deadline, during="references_done")
+        self.recv(deadline, during="references_done", limit_s=limit_s)
         self.calibrate()
         self.ready_at = time.monotonic()
 
@@ -317,35 +319,31 @@ class CandidateProcess:
             raise CandidateDied(self.dead)
         try:
             self.channel.send(order)
-            if not reply:
-                return None, None
-            return self.channel.recv(deadline, max_payload)
-        except ChannelTimeout:
-            self.kill()
-            limit = problem_time_limit_s()
-            raise CandidateDied(
-                self._died(f"gave no answer to '{order['op']}' within the {limit:.0f} s limit")
-            ) from None
-        except (ChannelClosed, ProtocolError) as err:
-            what = "broke the channel" if isinstance(err, ProtocolError) else "ended"
-            if isinstance(err, ChannelClosed):  # let it finish ending: its exit status says how
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    self.proc.wait(timeout=5)
-            self.kill()
-            raise CandidateDied(self._died(f"{what} during '{order['op']}'")) from None
+        except ChannelClosed:
+            self._ended(order["op"], "ended")
+        if not reply:
+            return None, None
+        return self.recv(deadline, max_payload, during=order["op"])
 
-    def recv(self, deadline: float, max_payload: int = 0, during: str = "timed"):
+    def recv(self, deadline: float, max_payload: int = 0, during: str = "timed", limit_s: float | None = None):
+        """The next answer, to the order named ``during``; ``limit_s``: what the deadline allowed, for the reason."""
         try:
             return self.channel.recv(deadline, max_payload)
         except ChannelTimeout:
             self.kill()
-            raise CandidateDied(self._died(f"gave no answer to '{during}' in time")) from None
-        except (ChannelClosed, ProtocolError) as err:
-            if isinstance(err, ChannelClosed):
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    self.proc.wait(timeout=5)
-            self.kill()
-            raise CandidateDied(self._died(f"ended during '{during}'")) from None
+            limit = problem_time_limit_s() if limit_s is None else limit_s
+            raise CandidateDied(self._died(f"gave no answer to '{during}' within the {limit:.0f} s limit")) from None
+        except ChannelClosed:
+            self._ended(during, "ended")
+        except ProtocolError:
+            self._ended(during, "broke the channel")
+
+    def _ended(self, during: str, what: str) -> NoReturn:
+        if what == "ended":  # let it finish ending: its exit status says how
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=5)
+        self.kill()
+        raise CandidateDied(self._died(f"{what} during '{during}'"))
 
     def _died(self, what: str) -> str:
         code = self.proc.poll()
@@ -470,9 +468,12 @@ class _Judge:
             return torch.empty_like(expected), None
         if header.get("shared") == nbytes and nbytes <= self.candidate.shared.size:
             # Copied out at once: the candidate can write the shared buffer again, the judge's copy it cannot.
+            began = time.monotonic()
             raw = self.candidate.shared_tensor[:nbytes]
             out = torch.empty(expected.shape, dtype=expected.dtype, device=expected.device)
             out.reshape(-1).view(torch.uint8).copy_(raw)
+            copied = self.result.details.get("output_copy_s", 0.0) + time.monotonic() - began
+            self.result.details["output_copy_s"] = round(copied, 4)
             return out, None
         if payload is None or len(payload) != nbytes:
             return None, f"class 2 (partial work or wrong result): {len(payload or b'')} output bytes, not {nbytes}"
@@ -509,10 +510,20 @@ class _Judge:
         err = float((out - expected).abs().max()) if out.numel() else 0.0
         self.result.max_abs_error = max(self.result.max_abs_error, err)
 
-    def run_candidate(self, seed: int, canaries: bool, expected: torch.Tensor, **options):
-        nbytes = expected.numel() * expected.element_size()
+    def order_call(self, seed: int, canaries: bool, **options) -> None:
+        """Lets the candidate draw the inputs of ``seed`` and run on them; the judge computes its own reference
+        meanwhile (nothing here is timed), then takes the output with ``candidate_output``."""
+        nbytes = self.ref.output_bytes  # every output of a problem has the reference's size
         order = {"op": "call", "seed": seed, "canaries": canaries, "poison_bytes": nbytes, **options}
-        header, payload = self.ask(order, max_payload=nbytes)
+        self.candidate.ask(order, self.deadline, reply=False)
+
+    def candidate_output(self, expected: torch.Tensor):
+        """(the answer's header, the candidate's output on the judge's device or None, a fault or None)."""
+        nbytes = expected.numel() * expected.element_size()
+        header, payload = self.candidate.recv(self.deadline, nbytes, during="call")
+        self.check_facts(header)
+        if "error" in header:
+            raise _Broken(str(header["error"])[:600])
         if header.get("mutated"):
             raise _Broken(f"class 3 (input mutation): candidate changed input {header['mutated'][0]}")
         out, fault = self.received(header, payload, expected)
@@ -529,9 +540,10 @@ class _Judge:
         for index in range(rules.random_inputs):
             canaried = index > 0
             seed = _seed()
+            self.order_call(seed, canaried, record_ops=index == 0)
             inputs = draw(self.problem, self.id, self.ctx, seed, canaries=canaried)
             expected = _call(self.ref.model, inputs)
-            header, out, fault = self.run_candidate(seed, canaried, expected, record_ops=index == 0)
+            header, out, fault = self.candidate_output(expected)
             if fault is not None:
                 raise _Broken(fault)
             self.record_error(out, expected)
@@ -573,9 +585,10 @@ class _Judge:
         reference = self.problem.Model(*init).to(self.ctx.device).eval()
         if not list(reference.parameters()) and not list(reference.buffers()):
             return False
+        self.order_call(seed, canaried, default_params=True)
         expected = _call(reference, draw(self.problem, self.id, self.ctx, seed, canaries=canaried))
         try:
-            _, out, fault = self.run_candidate(seed, canaried, expected, default_params=True)
+            _, out, fault = self.candidate_output(expected)
         except _Broken:
             return False
         return fault is None and self.output_faults(out, expected) is None
@@ -833,15 +846,24 @@ def verify_problem(
     result = ProblemResult(problem_id, submitted=True)
     static = [v for scan in scans for v in scan.violations]
     triton_kernels = set().union(*(scan.triton_kernels for scan in scans)) if scans else set()
+    steps = result.details["step_s"] = {}  # where the problem's wall time went, step by step
+
+    def step(name: str, run):
+        began = time.monotonic()
+        try:
+            return run()
+        finally:
+            steps[name] = round(time.monotonic() - began, 3)
+
     try:
         if static and not skip_static:
             raise _Broken(*static)
-        judge = _Judge(ctx, ref, result, candidates.get())
-        judge.load()
-        judge.check_correctness()
+        judge = _Judge(ctx, ref, result, step("candidate", candidates.get))
+        step("load", judge.load)
+        step("correctness", judge.check_correctness)
         if ctx.kit.profile == "gpu":
-            judge.check_kernels(triton_kernels)
-        judge.judge_timing()
+            step("kernels", lambda: judge.check_kernels(triton_kernels))
+        step("timing", judge.judge_timing)
     except _Broken as broken:
         result.passed = False
         result.violations.extend(broken.reasons)
