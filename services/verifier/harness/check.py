@@ -57,12 +57,15 @@ def private_dirs(metrics_path: str | Path | None) -> list[str]:
     return found
 
 
-def process_started() -> float:
-    """When this process started, on time.monotonic()'s clock: the interpreter's start and its imports are part of a
-    check's wall time too (the metrics file's ``phases``)."""
-    with open("/proc/self/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    since_boot = int(fields[19]) / os.sysconf("SC_CLK_TCK")  # stat's field 22, starttime, in ticks since boot
+def process_started() -> float | None:
+    """When this process started, on time.monotonic()'s clock (None where /proc cannot say): the interpreter's start
+    and its imports are part of a check's wall time too (the metrics file's ``phases``)."""
+    try:
+        with open("/proc/self/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        since_boot = int(fields[19]) / os.sysconf("SC_CLK_TCK")  # stat's field 22, starttime, in ticks since boot
+    except (OSError, ValueError, IndexError):
+        return None
     return time.monotonic() - (time.clock_gettime(time.CLOCK_BOOTTIME) - since_boot)
 
 
@@ -189,7 +192,7 @@ def run_check(
         shutil.rmtree(workdir, ignore_errors=True)
     ended = time.monotonic()
     wall_s = ended - started
-    origin = process_started()
+    origin = process_started() or started  # where /proc cannot say, phases count from the check's start
 
     def since_origin(value):
         """Seconds since the judge process started, to the millisecond (lists and dicts of them alike)."""
