@@ -163,10 +163,12 @@ def run_check(
     results = []
     problem_phases = {}
     try:
-        # The candidate loads its interpreter and torch meanwhile, but starts neither CUDA nor route code before
-        # every reference is built with secret parameters and timed (README, "The process model").
-        if any(skip_static or not any(scan.violations for scan in own_scans[pid]) for pid in submitted):
-            candidates.start_early()  # a problem the static pass does not fail first will need it
+        # Where the device times the references, the candidate loads its interpreter and torch meanwhile, but starts
+        # neither CUDA nor route code before every reference is built with secret parameters and timed (README, "The
+        # process model"). The CPU profile's timer is the host's, which that start-up would share: it starts after.
+        needed = any(skip_static or not any(scan.violations for scan in own_scans[pid]) for pid in submitted)
+        if needed and kit.profile == "gpu":
+            candidates.start_early()
         reference_started = time.monotonic()
         for pid in submitted:
             references[pid] = prepare_reference(ctx, pid)

@@ -3,9 +3,9 @@ in a confined candidate process of its own (candidate.py) and nothing of it in t
 
 What runs where (docs: services/verifier/harness/README.md, "The process model"):
 - The judge (this process) reads the rules, draws every seed from ``secrets``, builds the reference models with
-  secret parameters and times every reference before any route code runs (check.py; the candidate process loads its
-  interpreter and torch meanwhile, but starts CUDA only at the judge's go), so nothing a route does can touch what the
-  reference computes or how fast it runs. Its torch is never touched by route code.
+  secret parameters and times every reference before any route code runs (check.py; on the GPU the candidate process
+  loads its interpreter and torch meanwhile, but starts CUDA only at the judge's go), so nothing a route does can touch
+  what the reference computes or how fast it runs. Its torch is never touched by route code.
 - The candidate process imports the route, and runs ModelNew on inputs it draws from the seeds the judge sends, one
   call at a time; its outputs come back as copies (channel.py), which the judge compares with its own reference on
   the same inputs, drawn again on its side from the same seed.
@@ -750,9 +750,9 @@ class _Judge:
 
 
 class Candidates:
-    """The candidate process of a check: the first one started early (``start_early``), so that its interpreter and
-    torch load while the judge times the references; each let go only after ``references_done``; started again after
-    one died."""
+    """The candidate process of a check: on the GPU the first one started early (``start_early``), so that its
+    interpreter and torch load while the device times the references; each let go only after ``references_done``;
+    started again after one died."""
 
     def __init__(self, ctx: Context, setup: CandidateSetup, workdir: Path):
         self.ctx, self.setup, self.workdir = ctx, setup, workdir
