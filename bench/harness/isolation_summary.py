@@ -1,5 +1,6 @@
 """Summarises bench/harness/isolation_gpu.sh's files: the scores, wall times and per-problem speed-ups of the check
-before the split, directly after it, and the service's way (twice), then every cheat and attack.
+before the split, directly after it, and the service's way (twice), where each run's time went, then every cheat and
+attack.
 
 usage: python3 bench/harness/isolation_summary.py OUT_DIR
 """
@@ -14,6 +15,38 @@ def load(path: Path):
         return json.loads(path.read_text())
     except (OSError, ValueError):
         return None
+
+
+def print_phases(name: str, doc: dict) -> None:
+    """Where the check's wall time went (the metrics file's ``phases``, seconds since the judge process started), and
+    each problem's steps."""
+    phases = doc.get("phases")
+    if not phases:
+        return
+    reference = phases["reference_phase"]
+    print(
+        f"\n{name}: the judge began its check at {phases['check_started']} s, timed the references from "
+        f"{reference[0]} to {reference[1]} s and ended at {phases['check_ended']} s"
+    )
+    for k, cand in enumerate(phases["candidates"]):
+        print(
+            f"  candidate {k + 1}: spawned {cand['spawned']} s, torch loaded {cand['waiting']} s, go {cand['go']} s, "
+            f"ready {cand['ready']} s"
+        )
+    print("\n| problem | start s | wall s | " + " | ".join(STEPS) + " | judge copies s |")
+    print("|---|---|---|" + "---|" * (len(STEPS) + 1))
+    for pid, (start, end) in phases["problems"].items():
+        details = (doc.get("details") or {}).get(pid) or {}
+        steps = details.get("step_s") or {}
+        cells = [str(steps.get(step, "")) for step in STEPS]
+        print(
+            f"| {pid} | {start} | {round(end - start, 3)} | "
+            + " | ".join(cells)
+            + f" | {details.get('output_copy_s', '')} |"
+        )
+
+
+STEPS = ("candidate", "load", "correctness", "kernels", "timing")
 
 
 def main(out: Path) -> None:
@@ -41,6 +74,8 @@ def main(out: Path) -> None:
         for k, sub in enumerate(first["subtasks"]):
             cells = [f"{doc['subtasks'][k]['speedup']:.3f}" for doc in runs.values()]
             print(f"| {sub['id']} | " + " | ".join(cells) + " |")
+    for name, doc in runs.items():
+        print_phases(name, doc)
     cheats = load(out / "cheats.json") or {}
     if cheats:
         print("\n| cheat or attack (static pass skipped) | passed | first reason |")

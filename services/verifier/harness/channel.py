@@ -12,6 +12,7 @@ answers on a socket the kernel stamps instead (StampedChannel).
 """
 
 import contextlib
+import fcntl
 import json
 import mmap
 import os
@@ -208,7 +209,10 @@ class StampedChannel:
 
 
 class SharedBuffer:
-    """A memfd both processes map; the judge makes it (``create``), the candidate opens the descriptor it inherits."""
+    """A memfd both processes map. The judge makes it empty (``new_fd``) when it starts the candidate, which inherits
+    the descriptor, and gives it its size (``sized``) once its references say how large an output is; the candidate
+    maps it when the judge tells it that size. The size is sealed before route code may run: a memfd truncated under
+    the judge's mapping would kill the judge with SIGBUS when it copies an output out."""
 
     def __init__(self, fd: int, size: int):
         self.fd = fd
@@ -216,11 +220,15 @@ class SharedBuffer:
         self.map = mmap.mmap(fd, size)
         self.pinned = False
 
+    @staticmethod
+    def new_fd() -> int:
+        return os.memfd_create("kb-candidate-output", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+
     @classmethod
-    def create(cls, size: int) -> "SharedBuffer":
+    def sized(cls, fd: int, size: int) -> "SharedBuffer":
         size = max(size, mmap.PAGESIZE)
-        fd = os.memfd_create("kb-candidate-output", 0)
         os.ftruncate(fd, size)
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
         return cls(fd, size)
 
     def tensor(self):

@@ -5,6 +5,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -12,7 +13,6 @@ import torch
 from contracts import rules as rules_file
 from contracts.metrics import VERIFIER_VERSION
 from services.common.confine import Caps
-from services.verifier.harness import integrity
 from services.verifier.harness.static_scan import scan_route
 from services.verifier.harness.verify import (
     Candidates,
@@ -55,6 +55,18 @@ def private_dirs(metrics_path: str | Path | None) -> list[str]:
     if metrics_path is not None:
         found.append(str(Path(metrics_path).resolve().parent))
     return found
+
+
+def process_started() -> float | None:
+    """When this process started, on time.monotonic()'s clock (None where /proc cannot say): the interpreter's start
+    and its imports are part of a check's wall time too (the metrics file's ``phases``)."""
+    try:
+        with open("/proc/self/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        since_boot = int(fields[19]) / os.sysconf("SC_CLK_TCK")  # stat's field 22, starttime, in ticks since boot
+    except (OSError, ValueError, IndexError):
+        return None
+    return time.monotonic() - (time.clock_gettime(time.CLOCK_BOOTTIME) - since_boot)
 
 
 def geometric_mean(values: list[float]) -> float:
@@ -104,7 +116,7 @@ def run_check(
 ) -> dict:
     """Judge a route directory; returns the metrics document, after the candidate process has exited. Raises
     CouldNotRun when it cannot judge here. ``metrics_path``'s directory is hidden from the candidate."""
-    started = integrity.perf_counter()
+    started = time.monotonic()
     rules_path = Path(rules_path)
     try:
         rules = rules_file.load_file(rules_path)
@@ -134,15 +146,7 @@ def run_check(
     problem_files = {f"{pid}.py" for pid in rules.kernels}
     shared_scans = [scan for rel, scan in scans.items() if rel not in problem_files]
     own_scans = {pid: ([scans[f"{pid}.py"]] if f"{pid}.py" in scans else []) + shared_scans for pid in problem_ids}
-
-    # Before any route code runs anywhere: every reference built with secret parameters and timed.
-    references = {}
-    for pid in problem_ids:
-        if (route_dir / f"{pid}.py").is_file():
-            references[pid] = prepare_reference(ctx, pid)
-            references[pid].timing = time_reference(ctx, references[pid])
-            release_memory(torch_device)
-    reference_s = integrity.perf_counter() - started
+    submitted = [pid for pid in problem_ids if (route_dir / f"{pid}.py").is_file()]
 
     import kernels.problems
 
@@ -153,25 +157,62 @@ def run_check(
         hidden=tuple(private_dirs(metrics_path)),
         caps=candidate_caps(device_name),
         profile=kit.profile,
-        output_bytes=max((ref.output_bytes for ref in references.values()), default=0),
     )
     candidates = Candidates(ctx, setup, workdir)
+    references = {}
     results = []
+    problem_phases = {}
     try:
+        # Where the device times the references, the candidate loads its interpreter and torch meanwhile, but starts
+        # neither CUDA nor route code before every reference is built with secret parameters and timed (README, "The
+        # process model"). The CPU profile's timer is the host's, which that start-up would share: it starts after.
+        needed = any(skip_static or not any(scan.violations for scan in own_scans[pid]) for pid in submitted)
+        if needed and kit.profile == "gpu":
+            candidates.start_early()
+        reference_started = time.monotonic()
+        for pid in submitted:
+            references[pid] = prepare_reference(ctx, pid)
+            references[pid].timing = time_reference(ctx, references[pid])
+            release_memory(torch_device)
+        reference_ended = time.monotonic()
+        candidates.references_done(max((ref.output_bytes for ref in references.values()), default=0))
+
         for pid in problem_ids:
+            problem_started = time.monotonic()
             results.append(verify_problem(ctx, references.get(pid), candidates, pid, own_scans[pid], skip_static))
             release_memory(torch_device)
+            problem_phases[pid] = [problem_started, time.monotonic()]
             done = results[-1]
             print(  # progress on stderr, so that a check stopped by its time limit still shows how far it got
                 f"kb verify: {pid} passed={done.passed} speedup={done.speedup:.4f} ref_ms={done.reference_ms:.3f} "
-                f"cand_ms={done.candidate_ms:.3f} at {integrity.perf_counter() - started:.1f} s",
+                f"cand_ms={done.candidate_ms:.3f} at {time.monotonic() - started:.1f} s",
                 file=sys.stderr,
                 flush=True,
             )
     finally:
         candidates.close()  # the candidate has exited before the judge writes anything
         shutil.rmtree(workdir, ignore_errors=True)
-    wall_s = integrity.perf_counter() - started
+    ended = time.monotonic()
+    wall_s = ended - started
+    origin = process_started() or started  # where /proc cannot say, phases count from the check's start
+
+    def since_origin(value):
+        """Seconds since the judge process started, to the millisecond (lists and dicts of them alike)."""
+        if isinstance(value, dict):
+            return {key: since_origin(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [since_origin(item) for item in value]
+        return None if value is None else round(value - origin, 3)
+
+    phases = since_origin(
+        {
+            "check_started": started,
+            "reference_phase": [reference_started, reference_ended],
+            "candidates": candidates.timeline,
+            "problems": problem_phases,
+            "check_ended": ended,
+        }
+    )
 
     reasons = [f"{r.id}: {v}" for r in results for v in r.violations]
     passed = not reasons
@@ -211,8 +252,9 @@ def run_check(
         "isolation": {
             "candidate": confinement,
             "candidate_processes": candidates.started,
-            "reference_phase_s": reference_s,
+            "reference_phase_s": reference_ended - reference_started,
         },
+        "phases": phases,
         "rules_file": str(rules_path),
         "route_dir": str(route_dir),
         "guardrails": {

@@ -3,8 +3,9 @@ in a confined candidate process of its own (candidate.py) and nothing of it in t
 
 What runs where (docs: services/verifier/harness/README.md, "The process model"):
 - The judge (this process) reads the rules, draws every seed from ``secrets``, builds the reference models with
-  secret parameters and times every reference before the candidate process exists (check.py), so nothing a route
-  does can touch what the reference computes or how fast it runs. Its torch is never touched by route code.
+  secret parameters and times every reference before any route code runs (check.py; on the GPU the candidate process
+  loads its interpreter and torch meanwhile, but starts CUDA only at the judge's go), so nothing a route does can touch
+  what the reference computes or how fast it runs. Its torch is never touched by route code.
 - The candidate process imports the route, and runs ModelNew on inputs it draws from the seeds the judge sends, one
   call at a time; its outputs come back as copies (channel.py), which the judge compares with its own reference on
   the same inputs, drawn again on its side from the same seed.
@@ -31,6 +32,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NoReturn
 
 import torch
 
@@ -239,15 +241,17 @@ class CandidateSetup:
     hidden: tuple[str, ...]  # the judge's files: the metrics file's directory, KB_HOME, tokens
     caps: Caps
     profile: str  # gpu | cpu
-    output_bytes: int  # the largest output of the problems judged: the shared buffer's size
 
 
 class CandidateProcess:
-    """The confined process route code runs in, and the judge's only line to it."""
+    """The confined process route code runs in, and the judge's only line to it. Started (``__init__``) while the
+    judge may still be timing its references, it loads its interpreter and torch and waits; ``go`` lets it start CUDA
+    and, from then on, run route code: the judge calls it only once every reference of the check is timed."""
 
     def __init__(self, ctx: Context, setup: CandidateSetup, workdir: Path):
         self.ctx = ctx
         self.setup = setup
+        self.spawned_at = time.monotonic()
         self.log_path = workdir / f"candidate-{secrets.token_hex(4)}.log"
         self.confinement = Confinement.prepare(
             setup.caps,
@@ -258,8 +262,8 @@ class CandidateProcess:
         )
         to_candidate, from_judge = os.pipe()
         from_candidate, to_judge = os.pipe()
-        self.shared = SharedBuffer.create(max(setup.output_bytes, CALIBRATION_BYTES[setup.profile]))
-        self.shared_tensor = self.shared.tensor()
+        self.shared_fd = SharedBuffer.new_fd()  # sized by go(), when the references have said how large an output is
+        self.shared: SharedBuffer | None = None
         self.stamped, stamped_end = StampedChannel.pair()
         env = {
             "PATH": "/usr/local/bin:/usr/bin:/bin",
@@ -268,8 +272,7 @@ class CandidateProcess:
             "PYTHONDONTWRITEBYTECODE": "1",
             "PYTHONNOUSERSITE": "1",
             "KB_CHANNEL_FDS": f"{to_candidate},{to_judge}",
-            "KB_SHARED_FD": str(self.shared.fd),
-            "KB_SHARED_BYTES": str(self.shared.size),
+            "KB_SHARED_FD": str(self.shared_fd),
             "KB_STAMPED_FD": str(stamped_end.fileno()),
             "KB_DEVICE": ctx.device.type,
             "KB_SHAPE": ctx.shape,
@@ -290,7 +293,7 @@ class CandidateProcess:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,
-                pass_fds=(to_candidate, to_judge, self.shared.fd, stamped_end.fileno()),
+                pass_fds=(to_candidate, to_judge, self.shared_fd, stamped_end.fileno()),
                 start_new_session=True,  # its own process group, killed as one
             )
         os.close(to_candidate)
@@ -299,7 +302,28 @@ class CandidateProcess:
         self.channel = Channel(from_candidate, from_judge)
         self._fds = (from_candidate, from_judge)
         self.dead: str | None = None
+        self.waiting_at: float | None = None  # when it had loaded torch, by its own clock (before any route code)
+        self.go_at: float | None = None
+        self.ready_at: float | None = None  # calibrated: route code may come
+
+    def go(self, output_bytes: int) -> None:
+        """The references are done: the candidate may start CUDA, map the output buffer (``output_bytes``, the
+        largest reference output) and then run route code. Ends with the channel's calibration, measured before any
+        route code is imported."""
+        limit_s = max(problem_time_limit_s(), 120)
+        deadline = time.monotonic() + limit_s
+        waiting, _ = self.recv(deadline, during="start-up", limit_s=limit_s)
+        reported = waiting.get("waiting_at")
+        if isinstance(reported, float) and math.isfinite(reported):
+            self.waiting_at = reported
+        self.output_bytes = output_bytes
+        self.shared = SharedBuffer.sized(self.shared_fd, max(output_bytes, CALIBRATION_BYTES[self.setup.profile]))
+        self.go_at = time.monotonic()
+        self.ask({"op": "references_done", "shared_bytes": self.shared.size}, deadline, reply=False)
+        self.shared_tensor = self.shared.tensor()  # pinned on the GPU while the candidate starts CUDA
+        self.recv(deadline, during="references_done", limit_s=limit_s)
         self.calibrate()
+        self.ready_at = time.monotonic()
 
     # -- talking to it ---------------------------------------------------------------------------------------------
     def ask(self, order: dict, deadline: float, max_payload: int = 0, reply: bool = True):
@@ -308,35 +332,31 @@ class CandidateProcess:
             raise CandidateDied(self.dead)
         try:
             self.channel.send(order)
-            if not reply:
-                return None, None
-            return self.channel.recv(deadline, max_payload)
-        except ChannelTimeout:
-            self.kill()
-            limit = problem_time_limit_s()
-            raise CandidateDied(
-                self._died(f"gave no answer to '{order['op']}' within the {limit:.0f} s limit")
-            ) from None
-        except (ChannelClosed, ProtocolError) as err:
-            what = "broke the channel" if isinstance(err, ProtocolError) else "ended"
-            if isinstance(err, ChannelClosed):  # let it finish ending: its exit status says how
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    self.proc.wait(timeout=5)
-            self.kill()
-            raise CandidateDied(self._died(f"{what} during '{order['op']}'")) from None
+        except ChannelClosed:
+            self._ended(order["op"], "ended")
+        if not reply:
+            return None, None
+        return self.recv(deadline, max_payload, during=order["op"])
 
-    def recv(self, deadline: float, max_payload: int = 0, during: str = "timed"):
+    def recv(self, deadline: float, max_payload: int = 0, during: str = "timed", limit_s: float | None = None):
+        """The next answer, to the order named ``during``; ``limit_s``: what the deadline allowed, for the reason."""
         try:
             return self.channel.recv(deadline, max_payload)
         except ChannelTimeout:
             self.kill()
-            raise CandidateDied(self._died(f"gave no answer to '{during}' in time")) from None
-        except (ChannelClosed, ProtocolError) as err:
-            if isinstance(err, ChannelClosed):
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    self.proc.wait(timeout=5)
-            self.kill()
-            raise CandidateDied(self._died(f"ended during '{during}'")) from None
+            limit = problem_time_limit_s() if limit_s is None else limit_s
+            raise CandidateDied(self._died(f"gave no answer to '{during}' within the {limit:.0f} s limit")) from None
+        except ChannelClosed:
+            self._ended(during, "ended")
+        except ProtocolError:
+            self._ended(during, "broke the channel")
+
+    def _ended(self, during: str, what: str) -> NoReturn:
+        if what == "ended":  # let it finish ending: its exit status says how
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=5)
+        self.kill()
+        raise CandidateDied(self._died(f"{what} during '{during}'"))
 
     def _died(self, what: str) -> str:
         code = self.proc.poll()
@@ -410,7 +430,7 @@ class CandidateProcess:
         4 bytes and of the largest output judged, the least of several tries each. The least, not the median: the
         judge's clock less this is the CPU profile's timer, and route code that later makes its side quicker than it
         was here gains at most the difference."""
-        largest = max(-(-self.setup.output_bytes // 4) * 4, 4096)
+        largest = max(-(-self.output_bytes // 4) * 4, 4096)
         least = {}
         for nbytes in (4, largest):
             took = []
@@ -470,7 +490,7 @@ class CandidateProcess:
         self.kill()
         self.confinement.close()
         self.stamped.sock.close()
-        for fd in (*self._fds, self.shared.fd):
+        for fd in (*self._fds, self.shared_fd):
             with contextlib.suppress(OSError):
                 os.close(fd)
 
@@ -530,9 +550,12 @@ class _Judge:
             return torch.empty_like(expected), None
         if header.get("shared") == nbytes and nbytes <= self.candidate.shared.size:
             # Copied out at once: the candidate can write the shared buffer again, the judge's copy it cannot.
+            began = time.monotonic()
             raw = self.candidate.shared_tensor[:nbytes]
             out = torch.empty(expected.shape, dtype=expected.dtype, device=expected.device)
             out.reshape(-1).view(torch.uint8).copy_(raw)
+            copied = self.result.details.get("output_copy_s", 0.0) + time.monotonic() - began
+            self.result.details["output_copy_s"] = round(copied, 4)
             return out, None
         if payload is None or len(payload) != nbytes:
             return None, f"class 2 (partial work or wrong result): {len(payload or b'')} output bytes, not {nbytes}"
@@ -569,10 +592,20 @@ class _Judge:
         err = float((out - expected).abs().max()) if out.numel() else 0.0
         self.result.max_abs_error = max(self.result.max_abs_error, err)
 
-    def run_candidate(self, seed: int, canaries: bool, expected: torch.Tensor, **options):
-        nbytes = expected.numel() * expected.element_size()
+    def order_call(self, seed: int, canaries: bool, **options) -> None:
+        """Lets the candidate draw the inputs of ``seed`` and run on them; the judge computes its own reference
+        meanwhile (nothing here is timed), then takes the output with ``candidate_output``."""
+        nbytes = self.ref.output_bytes  # every output of a problem has the reference's size
         order = {"op": "call", "seed": seed, "canaries": canaries, "poison_bytes": nbytes, **options}
-        header, payload = self.ask(order, max_payload=nbytes)
+        self.candidate.ask(order, self.deadline, reply=False)
+
+    def candidate_output(self, expected: torch.Tensor):
+        """(the answer's header, the candidate's output on the judge's device or None, a fault or None)."""
+        nbytes = expected.numel() * expected.element_size()
+        header, payload = self.candidate.recv(self.deadline, nbytes, during="call")
+        self.check_facts(header)
+        if "error" in header:
+            raise _Broken(str(header["error"])[:600])
         if header.get("mutated"):
             raise _Broken(f"class 3 (input mutation): candidate changed input {header['mutated'][0]}")
         out, fault = self.received(header, payload, expected)
@@ -589,9 +622,10 @@ class _Judge:
         for index in range(rules.random_inputs):
             canaried = index > 0
             seed = _seed()
+            self.order_call(seed, canaried, record_ops=index == 0)
             inputs = draw(self.problem, self.id, self.ctx, seed, canaries=canaried)
             expected = _call(self.ref.model, inputs)
-            header, out, fault = self.run_candidate(seed, canaried, expected, record_ops=index == 0)
+            header, out, fault = self.candidate_output(expected)
             if fault is not None:
                 raise _Broken(fault)
             self.record_error(out, expected)
@@ -633,9 +667,10 @@ class _Judge:
         reference = self.problem.Model(*init).to(self.ctx.device).eval()
         if not list(reference.parameters()) and not list(reference.buffers()):
             return False
+        self.order_call(seed, canaried, default_params=True)
         expected = _call(reference, draw(self.problem, self.id, self.ctx, seed, canaries=canaried))
         try:
-            _, out, fault = self.run_candidate(seed, canaried, expected, default_params=True)
+            _, out, fault = self.candidate_output(expected)
         except _Broken:
             return False
         return fault is None and self.output_faults(out, expected) is None
@@ -847,33 +882,62 @@ class _Judge:
 
 
 class Candidates:
-    """The candidate process of a check: started when first needed, started again after one died."""
+    """The candidate process of a check: on the GPU the first one started early (``start_early``), so that its
+    interpreter and torch load while the device times the references; each let go only after ``references_done``;
+    started again after one died."""
 
     def __init__(self, ctx: Context, setup: CandidateSetup, workdir: Path):
         self.ctx, self.setup, self.workdir = ctx, setup, workdir
         self.current: CandidateProcess | None = None
         self.started = 0
         self.confinement: dict = {}
+        self.output_bytes: int | None = None  # known once every reference is timed; no candidate goes before
+        self.timeline: list[dict] = []  # per process let go: its spawned/waiting/go/ready times (time.monotonic)
+
+    def start_early(self) -> None:
+        self.current = self._spawn()
+
+    def references_done(self, output_bytes: int) -> None:
+        self.output_bytes = output_bytes
 
     def get(self) -> CandidateProcess:
-        if self.current is None or self.current.dead:
-            if self.current is not None:
-                self.current.stop()
+        if self.output_bytes is None:
+            raise RuntimeError("no candidate may run route code before every reference of the check is timed")
+        if self.current is not None and self.current.dead:
+            self.current.stop()
+            self.current = None
+        if self.current is None:
+            self.current = self._spawn()
+        if self.current.ready_at is None:
             try:
-                self.current = CandidateProcess(self.ctx, self.setup, self.workdir)
-            except LookupError as err:
-                raise CouldNotRun(str(err)) from err
+                self.current.go(self.output_bytes)
             except CandidateDied as err:
                 raise CouldNotRun(f"the candidate process could not start before any route code ran: {err}") from err
-            self.started += 1
+            current = self.current
+            self.timeline.append(
+                {
+                    "spawned": current.spawned_at,
+                    "waiting": current.waiting_at,
+                    "go": current.go_at,
+                    "ready": current.ready_at,
+                }
+            )
             self.confinement = {
-                **self.current.confinement.describe(),
-                "round_trip_ms": self.current.round_trip_ms,
-                "timed_overhead_ms": self.current.timed_overhead_ms,
-                "event_overhead_ms": self.current.event_overhead_ms,
-                "copy_gb_per_s": (1e-6 / self.current.copy_ms_per_byte) if self.current.copy_ms_per_byte else None,
+                **current.confinement.describe(),
+                "round_trip_ms": current.round_trip_ms,
+                "timed_overhead_ms": current.timed_overhead_ms,
+                "event_overhead_ms": current.event_overhead_ms,
+                "copy_gb_per_s": (1e-6 / current.copy_ms_per_byte) if current.copy_ms_per_byte else None,
             }
         return self.current
+
+    def _spawn(self) -> CandidateProcess:
+        try:
+            process = CandidateProcess(self.ctx, self.setup, self.workdir)
+        except LookupError as err:
+            raise CouldNotRun(str(err)) from err
+        self.started += 1
+        return process
 
     def close(self) -> None:
         if self.current is not None:
@@ -916,15 +980,24 @@ def verify_problem(
     result = ProblemResult(problem_id, submitted=True)
     static = [v for scan in scans for v in scan.violations]
     triton_kernels = set().union(*(scan.triton_kernels for scan in scans)) if scans else set()
+    steps = result.details["step_s"] = {}  # where the problem's wall time went, step by step
+
+    def step(name: str, run):
+        began = time.monotonic()
+        try:
+            return run()
+        finally:
+            steps[name] = round(time.monotonic() - began, 3)
+
     try:
         if static and not skip_static:
             raise _Broken(*static)
-        judge = _Judge(ctx, ref, result, candidates.get())
-        judge.load()
-        judge.check_correctness()
+        judge = _Judge(ctx, ref, result, step("candidate", candidates.get))
+        step("load", judge.load)
+        step("correctness", judge.check_correctness)
         if ctx.kit.profile == "gpu":
-            judge.check_kernels(triton_kernels)
-        judge.judge_timing()
+            step("kernels", lambda: judge.check_kernels(triton_kernels))
+        step("timing", judge.judge_timing)
     except _Broken as broken:
         result.passed = False
         result.violations.extend(broken.reasons)
