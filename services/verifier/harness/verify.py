@@ -278,10 +278,6 @@ class CandidateProcess:
             "KB_SHAPE": ctx.shape,
             "KB_ROUTE_DIR": str(setup.route_dir),
             "KB_PROBLEMS_ROOT": str(setup.problems_root),
-            # The kernel census (torch.profiler) runs before each problem's timing; without the teardown Kineto
-            # leaves CUPTI attached, and every later call carried ~0.17 ms of host time outside its CUDA events (the
-            # H200's class 5 misfires: bench/harness/isolation/README.md, fourth attempt).
-            "TEARDOWN_CUPTI": "1",
             **self.confinement.scratch_env(),
         }
         for name in ("TRITON_INTERPRET", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH"):
