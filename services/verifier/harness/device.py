@@ -81,14 +81,6 @@ class GpuKit:
         if self._driver is not None:
             self._driver.cuCtxResetPersistingL2Cache()
 
-    def enter(self):
-        """Puts this process's context on the device before a timed call. The judge flushes the L2 from its own
-        context; without this the switch back happens inside the candidate's timed interval (on the H200 the wall
-        time of a 0.13 ms call rose by ~0.18 ms, and the late start event hid the call's launch), a cost the reference,
-        timed in the context that flushed, never pays."""
-        integrity.cuda_event().record()
-        self.sync()
-
     def time_one(self, run):
         """(CUDA-event ms, synchronize-bounded host ms, run()'s result) of one call on an idle device."""
         start, end = integrity.cuda_event(enable_timing=True), integrity.cuda_event(enable_timing=True)
@@ -147,9 +139,6 @@ class CpuKit:
         pass
 
     def reset_persisting(self):
-        pass
-
-    def enter(self):
         pass
 
     def time_one(self, run):

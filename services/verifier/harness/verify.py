@@ -411,7 +411,7 @@ class CandidateProcess:
 
     def calibrate_timed(self, deadline: float) -> None:
         """The GPU's timed protocol around an empty call: what the judge's clock sees beyond the candidate's reported
-        time (the channel, putting the candidate's context back on the device after the judge's flush), and what the
+        time (the channel, the candidate's context taking the device back after the judge's flush), and what the
         candidate's own wall time shows beyond its events (event records, the synchronize)."""
         around, beyond_events = [], []
         for _ in range(CALIBRATION_PINGS):
