@@ -269,9 +269,10 @@ class Runner:
         go, _ = self.channel.recv(spin_s=1.0 if self.device.type == "cuda" else 0.0)
         if go.get("op") != "go":
             raise SystemExit(f"protocol: expected go, got {go.get('op')!r}")
+        self.kit.take_device()
         device_ms, wall_ms, out = self.kit.time_one(run)
         # Times only: the facts (a walk over every watched namespace) would add to what the judge's clock sees.
-        self.channel.send({"ok": True, "device_ms": device_ms, "wall_ms": wall_ms})
+        self.channel.send({"ok": True, "device_ms": device_ms, "wall_ms": wall_ms, "split_ms": self.kit.last_split})
         return out
 
     def answer_stamped(self, call) -> None:

@@ -64,6 +64,7 @@ REFERENCE_ERROR_FLOOR = 1e-7  # denominator floor, for references that hit the o
 FLOOR_MARGIN = 1.15  # read-only streams can beat the copy bandwidth the floors were measured with by a little
 SIDE_STREAM_RATIO = 1.3  # wall time over event time beyond this (plus slack) means work the events did not see
 SIDE_STREAM_SLACK_MS = 0.05
+SPLIT_PARTS = ("record_start", "call", "record_end", "sync")  # GpuKit.time_one's split of a timed call's wall
 # The judge's clock over a timed call vs what the candidate reported, beyond the channel's own cost measured before
 # route code was imported: over this ratio plus slack, the candidate's timer or its answer was tampered with.
 JUDGE_CLOCK_RATIO = 1.5
@@ -150,6 +151,21 @@ class Context:
     @property
     def warmup(self) -> int:
         return self.rules.timing.warmup_runs if self.kit.profile == "gpu" else min(self.rules.timing.warmup_runs, 2)
+
+
+def split_medians(splits: list) -> dict | None:
+    """Where the candidate side says a GPU timed call's wall went (GpuKit.time_one's split), each part's median.
+    A report for operators, never judged: the candidate sends it, so route code can write anything here."""
+    usable = [
+        s
+        for s in splits
+        if isinstance(s, list)
+        and len(s) == len(SPLIT_PARTS)
+        and all(isinstance(v, (int, float)) and math.isfinite(v) for v in s)
+    ]
+    if not usable:
+        return None
+    return {part: round(Timing.median([s[i] for s in usable]), 4) for i, part in enumerate(SPLIT_PARTS)}
 
 
 def _seed() -> int:
@@ -403,7 +419,7 @@ class CandidateProcess:
             self.ask({"op": "echo", "size": nbytes}, deadline, max_payload=nbytes)
             copies.append((time.perf_counter() - t0) * 1e3 - self.round_trip_ms)
         self.copy_ms_per_byte = max(min(copies), 0.0) / nbytes
-        self.timed_overhead_ms = self.event_overhead_ms = None  # the GPU's timed protocol only
+        self.timed_overhead_ms = self.event_overhead_ms = self.idle_split_ms = None  # the GPU's timed protocol only
         if self.setup.profile == "cpu":
             self.calibrate_stamped(deadline)
         else:
@@ -413,7 +429,7 @@ class CandidateProcess:
         """The GPU's timed protocol around an empty call: what the judge's clock sees beyond the candidate's reported
         time (the channel, the candidate's context taking the device back after the judge's flush), and what the
         candidate's own wall time shows beyond its events (event records, the synchronize)."""
-        around, beyond_events = [], []
+        around, beyond_events, splits = [], [], []
         for _ in range(CALIBRATION_PINGS):
             self.ask({"op": "idle"}, deadline)
             self.ctx.kit.prepare_run()
@@ -422,8 +438,10 @@ class CandidateProcess:
             done, _ = self.recv(deadline, during="idle")
             around.append((time.perf_counter() - t0) * 1e3 - done["wall_ms"])
             beyond_events.append(done["wall_ms"] - done["device_ms"])
+            splits.append(done.get("split_ms"))
         self.timed_overhead_ms = max(Timing.median(around), 0.0)
         self.event_overhead_ms = max(Timing.median(beyond_events), 0.0)
+        self.idle_split_ms = split_medians(splits)
 
     def calibrate_stamped(self, deadline: float) -> None:
         """The CPU profile's timed call without the call: from the judge's go to the kernel's stamp of an output of
@@ -736,7 +754,7 @@ class _Judge:
         warm = [[i % TIMING_POOL, _seed()] for i in range(max(ctx.warmup, TIMING_POOL))]
         self.ask({"op": "warmup", "calls": warm})
         rechecked = set(secrets.SystemRandom().sample(range(ctx.runs), min(RECHECKS, ctx.runs)))
-        device_ms, reported_wall, judged_wall, late = [], [], [], []
+        device_ms, reported_wall, judged_wall, late, splits = [], [], [], [], []
         for i in range(ctx.runs):
             seed = _seed()
             self.ask({"op": "timed", "slot": i % TIMING_POOL, "seed": seed})
@@ -754,6 +772,7 @@ class _Judge:
             device_ms.append(float(event))
             reported_wall.append(float(wall))
             judged_wall.append((t1 - t0) * 1e3)
+            splits.append(done.get("split_ms"))
             if i not in rechecked:
                 self.candidate.ask({"op": "drop"}, self.deadline, reply=False)
                 continue
@@ -776,6 +795,7 @@ class _Judge:
         self.check_facts(self.ask({"op": "ping", "facts": True})[0])
         trip = self.candidate.timed_overhead_ms
         self.result.details["timed_overhead_ms"] = trip
+        self.result.details["candidate_split_ms"] = split_medians(splits)
         self.check_judges_clock(reported_wall, [j - trip for j in judged_wall], late)
         return Timing(device_ms, reported_wall)
 
@@ -927,6 +947,7 @@ class Candidates:
                 "round_trip_ms": current.round_trip_ms,
                 "timed_overhead_ms": current.timed_overhead_ms,
                 "event_overhead_ms": current.event_overhead_ms,
+                "idle_split_ms": current.idle_split_ms,
                 "copy_gb_per_s": (1e-6 / current.copy_ms_per_byte) if current.copy_ms_per_byte else None,
             }
         return self.current
