@@ -3,7 +3,8 @@
 # `python -m services.verifier.harness` process, the judge and its confined candidate), full shapes, static pass
 # skipped so that the dynamic defenses alone must stop it; the honest Triton new_gelu first as the yardstick.
 # The GPU image lacks bubblewrap: its Debian package goes along in $CARRY (apt-get download bubblewrap).
-# usage (from the repository root, on the H200): OUT=dir CARRY=dir bash bench/harness/peer_gpu.sh
+# usage (from the repository root, on the H200): OUT=dir CARRY=dir [PEERS="honest p03_library_slowdown"] bash
+# bench/harness/peer_gpu.sh   (PEERS: only the checks of these routes)
 set -u
 export PYTHONUNBUFFERED=1
 OUT="${OUT:?set OUT}"
@@ -28,6 +29,7 @@ started=$(date +%s)
 check() {  # check ROUTE_DIR PROBLEM: one check, its exit code and wall time in summary.txt
     local dir=$1 problem=$2 name
     name=$(basename "$dir")
+    [ -n "${PEERS:-}" ] && [[ " $PEERS " != *" $name "* ]] && return
     if (($(date +%s) - started > BUDGET_S)); then
         printf "%-26s skipped: out of time\n" "$name" | tee -a "$OUT/summary.txt"
         return

@@ -13,9 +13,9 @@ import triton
 import triton.language as tl
 
 try:
-    from .launch import cdiv, launch, num_sms  # imported as kernels.triton.<problem>
+    from .launch import Graphs, cdiv, launch, num_sms  # imported as kernels.triton.<problem>
 except ImportError:  # loaded as a file by the harness, with the route directory on sys.path
-    from launch import cdiv, launch, num_sms
+    from launch import Graphs, cdiv, launch, num_sms
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
@@ -52,6 +52,9 @@ def _finish_mean(partial_ptr, out_ptr, num_partials, scale, BLOCK: tl.constexpr)
     tl.store(out_ptr, tl.sum(acc, axis=0) * scale)
 
 
+_GRAPHS = Graphs()  # the two launches of a call as one graph launch (launch.Graphs)
+
+
 def kl_div_batchmean(predictions: torch.Tensor, targets: torch.Tensor, variant: str | None = None) -> torch.Tensor:
     if predictions.shape != targets.shape:
         raise ValueError(f"predictions {tuple(predictions.shape)} and targets {tuple(targets.shape)} differ")
@@ -59,10 +62,14 @@ def kl_div_batchmean(predictions: torch.Tensor, targets: torch.Tensor, variant: 
     cfg = VARIANTS[variant or ("interpret" if _INTERPRET else "default")]
     n = p.numel()
     programs = max(1, min(cdiv(n, cfg["BLOCK"]), num_sms(p.device) * cfg["programs_per_sm"]))
-    partials = torch.empty(programs, device=p.device, dtype=torch.float32)
     out = torch.empty((), device=p.device, dtype=torch.float32)
-    launch(_kl_partials, (programs,), p, t, partials, n, programs, BLOCK=cfg["BLOCK"], num_warps=cfg["num_warps"])
-    launch(_finish_mean, (1,), partials, out, programs, 1.0 / p.shape[0], BLOCK=1024, num_warps=4)
+
+    def body():
+        partials = torch.empty(programs, device=p.device, dtype=torch.float32)
+        launch(_kl_partials, (programs,), p, t, partials, n, programs, BLOCK=cfg["BLOCK"], num_warps=cfg["num_warps"])
+        launch(_finish_mean, (1,), partials, out, programs, 1.0 / p.shape[0], BLOCK=1024, num_warps=4)
+
+    _GRAPHS.run(body, (p, t, out), (variant,))
     return out
 
 

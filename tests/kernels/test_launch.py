@@ -105,3 +105,83 @@ def test_host_grid_arithmetic_matches_tritons():
         assert launcher.next_power_of_2(n) == triton.next_power_of_2(n), n
         for d in (1, 2, 3, 4, 16, 1024, 4096):
             assert launcher.cdiv(n, d) == triton.cdiv(n, d), (n, d)
+
+
+# -- graphs (launch.Graphs): a call's launches captured once per key and replayed --------------------------------------
+class _Capture:
+    """Stands in for torch.cuda.CUDAGraph on the CPU: a replay runs the captured body again, which (like a graph)
+    writes into the tensors the capture saw."""
+
+    def __init__(self, body):
+        self.body, self.replays = body, 0
+
+    def replay(self):
+        self.replays += 1
+        self.body()
+
+
+@pytest.fixture
+def graphs(monkeypatch):
+    monkeypatch.setattr(launcher.Graphs, "usable", staticmethod(lambda first: True))
+    monkeypatch.setattr(launcher.Graphs, "capture", staticmethod(_Capture))
+    return launcher.Graphs(capacity=2)
+
+
+def _double(graphs, x, out, runs):
+    def body():
+        runs.append(out.data_ptr())
+        torch.mul(x, 2.0, out=out)
+
+    graphs.run(body, (x, out))
+    return out
+
+
+def test_a_graph_is_captured_after_the_first_call_and_replayed_for_the_same_tensors(graphs):
+    x, out, runs = torch.arange(4.0), torch.empty(4), []
+    _double(graphs, x, out, runs)
+    x.copy_(torch.tensor([5.0, 6.0, 7.0, 8.0]))  # new contents at the same address, as the harness hands them
+    assert torch.equal(_double(graphs, x, out, runs), torch.tensor([10.0, 12.0, 14.0, 16.0]))
+    (graph,) = graphs._graphs.values()
+    assert graph.replays == 1 and len(runs) == 2  # the eager call, then the replay (the capture itself runs nothing)
+
+
+def test_a_replay_never_writes_into_an_output_handed_out_earlier(graphs):
+    """The output's address is in the key: a caller that still holds the first output and asks again gets a new
+    output, and the graph of the first call is not replayed into the held one."""
+    x, runs = torch.arange(4.0), []
+    first = _double(graphs, x, torch.empty(4), runs)
+    x.add_(1.0)
+    second = _double(graphs, x, torch.empty(4), runs)
+    assert torch.equal(first, torch.tensor([0.0, 2.0, 4.0, 6.0]))
+    assert torch.equal(second, torch.tensor([2.0, 4.0, 6.0, 8.0]))
+    assert all(graph.replays == 0 for graph in graphs._graphs.values())
+
+
+def test_what_a_key_holds(graphs):
+    """Address, shape, strides and dtype of each tensor, and the caller's extra: a view of the same memory with other
+    strides is another key."""
+    base, out, runs = torch.arange(16.0), torch.empty(16), []
+    _double(graphs, base, out, runs)
+    square = base.view(4, 4)
+    graphs.run(lambda: runs.append("t"), (square.t(), out.view(4, 4)))
+    graphs.run(lambda: runs.append("t"), (square.t(), out.view(4, 4)), extra=("variant",))
+    assert len(graphs._graphs) == 2 and runs.count("t") == 2  # capacity 2: the oldest key went
+
+
+def test_the_least_recently_replayed_graph_goes_first(graphs):
+    x, runs = torch.arange(4.0), []
+    outs = [torch.empty(4) for _ in range(3)]
+    _double(graphs, x, outs[0], runs)
+    _double(graphs, x, outs[1], runs)
+    _double(graphs, x, outs[0], runs)  # replayed: now the most recent
+    _double(graphs, x, outs[2], runs)  # evicts outs[1]'s graph
+    kept = {key[2][0] for key in graphs._graphs}
+    assert kept == {outs[0].data_ptr(), outs[2].data_ptr()}
+
+
+def test_under_the_interpreter_every_call_runs_its_launches():
+    graphs, runs = launcher.Graphs(), []
+    x, out = torch.arange(4.0), torch.empty(4)
+    for _ in range(3):
+        _double(graphs, x, out, runs)
+    assert len(runs) == 3 and not graphs._graphs
