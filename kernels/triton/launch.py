@@ -171,13 +171,19 @@ class Graphs:
         for t in tensors:
             key.append((t.data_ptr(), t.shape, t.stride(), t.dtype))
         key = tuple(key)
-        graph = self._graphs.get(key)
-        if graph is not None:
+        if key in self._graphs:
             self._graphs.move_to_end(key)
-            graph.replay()
+            graph = self._graphs[key]
+            if graph is None:  # its capture failed: launched as usual
+                body()
+            else:
+                graph.replay()
             return
         body()
-        self._graphs[key] = self.capture(body)
+        try:
+            self._graphs[key] = self.capture(body)
+        except RuntimeError:  # not capturable here (the call's own result above stands); never tried again
+            self._graphs[key] = None
         if len(self._graphs) > self.capacity:
             self._graphs.popitem(last=False)
 

@@ -185,3 +185,17 @@ def test_under_the_interpreter_every_call_runs_its_launches():
     for _ in range(3):
         _double(graphs, x, out, runs)
     assert len(runs) == 3 and not graphs._graphs
+
+
+def test_a_call_whose_launches_cannot_be_captured_still_runs_them_every_time(monkeypatch):
+    def refuse(body):
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    monkeypatch.setattr(launcher.Graphs, "usable", staticmethod(lambda first: True))
+    monkeypatch.setattr(launcher.Graphs, "capture", staticmethod(refuse))
+    graphs, runs = launcher.Graphs(), []
+    x, out = torch.arange(4.0), torch.empty(4)
+    for step in range(3):
+        x.fill_(step)
+        assert torch.equal(_double(graphs, x, out, runs), torch.full((4,), 2.0 * step))
+    assert len(runs) == 3
