@@ -35,20 +35,6 @@ import run as bench  # noqa: E402
 PROBLEMS = ("new_gelu", "cross_entropy", "layer_norm", "kl_div", "triplet_margin_loss", "hinge_loss")
 
 
-def idle_ms(fn, flush, runs: int) -> float:
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(runs)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(runs)]
-    for i in range(runs):
-        torch.cuda.synchronize()
-        flush.fill_(1.0)
-        torch.cuda.synchronize()
-        starts[i].record()
-        fn()
-        ends[i].record()
-        torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends, strict=True))
-
-
 def host_us(fn, calls: int = 2000) -> float:
     for _ in range(50):
         fn()
@@ -71,7 +57,7 @@ def load_baseline(route_dir: Path, pid: str):
     return module
 
 
-def measure(pid: str, device, flush, runs: int, baseline_dir: Path | None) -> dict:
+def measure(pid: str, device, timer, runs: int, baseline_dir: Path | None) -> dict:
     problem = importlib.import_module(f"kernels.problems.{pid}")
     routes = {"ours": importlib.import_module(f"kernels.triton.{pid}")}
     if baseline_dir is not None:
@@ -82,13 +68,13 @@ def measure(pid: str, device, flush, runs: int, baseline_dir: Path | None) -> di
     compiled = torch.compile(ref)
     compiled(*inputs)
     rec = {
-        "eager idle ms": idle_ms(lambda: ref(*inputs), flush, runs),
-        "compile idle ms": idle_ms(lambda: compiled(*inputs), flush, runs),
+        "eager idle ms": timer.idle_median_ms(lambda: ref(*inputs), runs),
+        "compile idle ms": timer.idle_median_ms(lambda: compiled(*inputs), runs),
     }
     for name, (_, model) in models.items():
         model(*inputs)  # first call: compiles, autotunes
-        rec[f"{name} idle ms"] = idle_ms(lambda model=model: model(*inputs), flush, runs)
-    rec["ours event ms (busy GPU)"] = bench.Timer(device).median_ms(lambda: models["ours"][1](*inputs), runs)[0]
+        rec[f"{name} idle ms"] = timer.idle_median_ms(lambda model=model: model(*inputs), runs)
+    rec["ours event ms (busy GPU)"] = timer.median_ms(lambda: models["ours"][1](*inputs), runs)[0]
     bench.SHAPE = "smoke"
     small = {name: bench.make_models(problem, route, device, seed=1234)[1] for name, route in routes.items()}
     bench.SHAPE = "full"
@@ -111,11 +97,11 @@ def main() -> int:
     args = ap.parse_args()
     baseline_dir = args.baseline.resolve() if args.baseline else None
     device = torch.device("cuda")
-    flush = torch.empty(bench.L2_FLUSH_BYTES // 4, device=device)
+    timer = bench.Timer(device)  # run.py's timers: the verifier's idle-GPU way and the busy one
     results = {}
     with torch.no_grad():
         for pid in PROBLEMS:
-            results[pid] = measure(pid, device, flush, args.runs, baseline_dir)
+            results[pid] = measure(pid, device, timer, args.runs, baseline_dir)
             print(pid, {k: round(v, 4) for k, v in results[pid].items()}, flush=True)
             bench.free_memory()
 
