@@ -162,7 +162,18 @@ async def outcome(call, *, first_message_within_s: float = 3.0) -> tuple[grpc.St
         return err.code(), err.details() or ""
 
 
-def assert_documented(method: str, allowed: dict[str, set[str]], code: grpc.StatusCode, details: str) -> None:
+# grpc.aio's client sets this status itself (cygrpc's _AioCall.set_internal_error) when sending a request message
+# fails because the server has already ended a client-streaming call, e.g. refused a message over its receive limit
+# with RESOURCE_EXHAUSTED: the server's status is lost on the client's side, and no server ever sends these words.
+# Seen with PushStream and a 6 MB ref under a loaded CI machine; the same call alone reads RESOURCE_EXHAUSTED.
+CLIENT_LOST_THE_STATUS = (grpc.StatusCode.INTERNAL, "Internal error from Core")
+
+
+def assert_documented(
+    method: str, allowed: dict[str, set[str]], code: grpc.StatusCode, details: str, client_streaming: bool = False
+) -> None:
+    if client_streaming and (code, details) == CLIENT_LOST_THE_STATUS:
+        return  # the call still ended refused: the caller checks that nothing was written
     assert code not in NEVER, f"{method} ended {code.name}: {details[:300]}"
     assert code.name in allowed[method], f"{method} ended {code.name}, not documented: {details[:300]}"
     assert len(details) <= SHORT_MESSAGE, f"{method}: a {len(details)}-character message"
