@@ -46,6 +46,7 @@ check() {  # check ROUTE_DIR PROBLEM: one check, its exit code and wall time in 
 
 check tests/harness/routes/honest new_gelu
 check tests/harness/cheats/p20_precompute_on_refresh new_gelu
+check tests/harness/cheats/p21_graph_hidden_library new_gelu
 check tests/harness/cheats/c05_side_stream new_gelu
 check tests/harness/cheats/c07_l2_persisting new_gelu
 check tests/harness/cheats/p16_l2_persisting_window layer_norm
