@@ -90,11 +90,13 @@ def test_a_patched_timer_is_caught_by_the_judges_clock(rules_path):
     assert sub["violations"][0].startswith("class 6 (patching the harness): the candidate's timer reported"), sub
 
 
-@pytest.mark.parametrize("attack", ["slowed_clock", "deferred_output"])
+@pytest.mark.parametrize("attack", ["slowed_clock", "deferred_output", "precompute_on_refresh"])
 def test_the_cpu_profiles_timer_is_the_judges_clock(attack, rules_path):
     """On the CPU profile a call is timed by the judge's clock, from its go until the output exists out of the
-    candidate's reach: 5 ms that the candidate's slowed clock does not see, or that a thread spends filling the output
-    after forward returned, are in the call's time all the same (before, they passed at 1.8x and 2.8x)."""
+    candidate's reach: 5 ms that the candidate's slowed clock does not see, that a thread spends filling the output
+    after forward returned, or that route code spends computing the answer as soon as the inputs are drawn (they are
+    drawn from the seed the go carries), are in the call's time all the same (before, they passed at 1.8x and 2.8x,
+    and the precompute, with the inputs drawn before the go, at 0.098 ms a call: its 5 ms outside every clock)."""
     doc = smoke(ATTACKS / attack, rules_path, "new_gelu", skip_static=True)
     sub = _only(doc, "new_gelu")
     if not sub["passed"]:  # a loaded machine can stretch the 5 ms past the 15 ms taken for noise: named then

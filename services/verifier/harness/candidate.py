@@ -125,7 +125,7 @@ class Runner:
             self.echo_buffer = torch.ones(nbytes // 4, dtype=torch.float32, device=self.device)
         self.kit.sync()
         if order.get("stamped"):  # a CPU timed call's channel, without the call
-            self.answer_stamped(lambda: self.echo_buffer)
+            self.answer_stamped(lambda seed: lambda: self.echo_buffer)
         else:
             self.send_output(self.echo_buffer)
 
@@ -246,12 +246,17 @@ class Runner:
         self.channel.send({"ok": True, **self.facts()})
 
     def timed(self, order: dict) -> None:
+        if order.get("stamped"):  # the CPU's: the seed comes with the go
+            self.output = None
+
+            def prepare(seed: int):
+                inputs = self.refresh({"slot": order["slot"], "seed": seed})
+                return lambda: self.model(*inputs)
+
+            self.answer_stamped(prepare)
+            return
         inputs = self.refresh(order)
         self.output = None
-        if order.get("stamped"):
-            self.kit.sync()
-            self.answer_stamped(lambda: self.model(*inputs))
-            return
         threads = integrity.active_threads()
         self.output = self.time_on_go(lambda: self.model(*inputs))
         self.threads_grew = self.threads_grew or integrity.active_threads() > threads
@@ -275,13 +280,15 @@ class Runner:
         self.channel.send({"ok": True, "device_ms": device_ms, "wall_ms": wall_ms, "split_ms": self.kit.last_split})
         return out
 
-    def answer_stamped(self, call) -> None:
-        """A CPU timed call: ready, then on the judge's go the call and its output on the stamped channel, with as
-        little else as can be between the two (all of it is inside the judge's clock: what route code could leave
-        out of it is what it could gain), and last the times the candidate side saw."""
+    def answer_stamped(self, prepare) -> None:
+        """A CPU timed call: ready, then on the judge's go ``prepare(seed)`` -- the call's inputs drawn from the seed
+        the go carries, so that they do not exist on this side before the judge's clock runs -- and the call it
+        returns, and its output on the stamped channel, with as little else as can be between them (all of it is
+        inside the judge's clock: what route code could leave out of it is what it could gain), and last the times
+        the candidate side saw."""
         threads = integrity.active_threads()
         self.channel.send({"ok": True})
-        self.stamped.await_go(spin_s=1.0)
+        call = prepare(self.stamped.await_go(spin_s=1.0))
         device_ms, wall_ms, out = self.kit.time_one(call)
         self.send_output(out, {"device_ms": device_ms, "wall_ms": wall_ms}, stamped=True)
         self.threads_grew = self.threads_grew or integrity.active_threads() > threads

@@ -108,6 +108,7 @@ SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
 STAMPED_CHUNK = 1 << 16  # output bytes per message: a Unix socket's message must fit its sender's buffer
 _STAMP = struct.Struct("qq")
 _GO, _BYTES, _HEADER = b"G", b"B", b"H"
+_SEED = struct.Struct(">Q")
 
 
 class StampedChannel:
@@ -128,14 +129,15 @@ class StampedChannel:
         return cls(judge), candidate
 
     # -- the judge's side ------------------------------------------------------------------------------------------
-    def go(self) -> int:
+    def go(self, seed: int = 0) -> int:
         """Lets the call the candidate is ready for run, after dropping what it may have handed over before (an
-        output of this call must be handed over after the go); returns the real time in ns just before the go."""
+        output of this call must be handed over after the go); returns the real time in ns just before the go. The
+        go carries the seed of the call's inputs: they do not exist on the candidate's side before the clock runs."""
         with contextlib.suppress(BlockingIOError):
             while self.sock.recv(1 + STAMPED_CHUNK, socket.MSG_DONTWAIT):
                 pass
         started = time.time_ns()
-        self.sock.send(_GO)
+        self.sock.send(_GO + _SEED.pack(seed))
         return started
 
     def recv(self, deadline: float, max_payload: int, unless_readable: int) -> tuple[dict, bytearray, int] | None:
@@ -185,20 +187,22 @@ class StampedChannel:
         return size, seconds * 1_000_000_000 + nanoseconds
 
     # -- the candidate's side --------------------------------------------------------------------------------------
-    def await_go(self, spin_s: float) -> None:
+    def await_go(self, spin_s: float) -> int:
         """Polls for the judge's go without sleeping for up to ``spin_s``, so that the call does not start on a core
-        just woken from a blocking read, then waits for it."""
+        just woken from a blocking read, then waits for it; returns the seed it carries."""
+        size = len(_GO) + _SEED.size
         until = time.monotonic() + spin_s
         while True:
             try:
-                tag = self.sock.recv(1, socket.MSG_DONTWAIT)
+                message = self.sock.recv(size, socket.MSG_DONTWAIT)
                 break
             except BlockingIOError:
                 if time.monotonic() > until:
-                    tag = self.sock.recv(1)
+                    message = self.sock.recv(size)
                     break
-        if tag != _GO:
-            raise ProtocolError(f"expected the judge's go, got {tag!r}")
+        if len(message) != size or message[:1] != _GO:
+            raise ProtocolError(f"expected the judge's go, got {message[:16]!r}")
+        return _SEED.unpack(message[1:])[0]
 
     def send_bytes(self, payload: memoryview) -> None:
         for start in range(0, payload.nbytes, STAMPED_CHUNK):

@@ -467,12 +467,13 @@ class CandidateProcess:
         """What a CPU timed call with an output of ``nbytes`` costs without the call."""
         return self.stamped_fixed_ms + nbytes * self.stamped_ms_per_byte
 
-    def stamped_call(self, deadline: float, max_payload: int, during: str):
-        """Lets a CPU timed call the candidate is ready for go and takes its output off the stamped channel: (header,
-        payload, ms from the go to the kernel's stamp of the output's last message; negative if it was handed over
-        before the go). An answer on the pipe instead (a failure) comes back as (that header, None, None)."""
+    def stamped_call(self, deadline: float, max_payload: int, during: str, seed: int = 0):
+        """Lets a CPU timed call the candidate is ready for go, with the seed of its inputs, and takes its output off
+        the stamped channel: (header, payload, ms from the go to the kernel's stamp of the output's last message;
+        negative if it was handed over before the go). An answer on the pipe instead (a failure) comes back as (that
+        header, None, None)."""
         try:
-            started = self.stamped.go()
+            started = self.stamped.go(seed)
             got = self.stamped.recv(deadline, max_payload, unless_readable=self.channel.read_fd)
         except ChannelTimeout:
             self.kill()
@@ -804,20 +805,32 @@ class _Judge:
         clock is the timer. A call is timed from the judge's go until its output exists out of the candidate's reach
         (the kernel's stamp of the output's last message on the stamped channel), less what that costs without a
         call (measured before route code was imported): work deferred past the call's return (a thread, a lazy
-        copy) and a slowed candidate-side clock are inside it and gain nothing. Every output comes back with its call
-        and is re-checked. The candidate's own report only names class 6 where it disagrees grossly with the judge's
-        clock."""
+        copy) and a slowed candidate-side clock are inside it and gain nothing. The go carries the seed of the
+        call's inputs, so that no work on them can be done before the clock runs (p20: route code that computed the
+        answer when the inputs were drawn on an earlier order); the candidate draws them inside the clock, and the
+        judge takes off what the same draw into its own buffers took it. Every output comes back with its call and is
+        re-checked. The candidate's own report only names class 6 where it disagrees grossly with the judge's clock."""
         ctx = self.ctx
         warm = [[i % TIMING_POOL, _seed()] for i in range(max(ctx.warmup, TIMING_POOL))]
         self.ask({"op": "warmup", "calls": warm})
         channel_ms = self.candidate.stamped_channel_ms(self.ref.output_bytes)
-        judged_ms, reported_wall = [], []
+        judged_ms, reported_wall, draw_ms = [], [], []
+        slot = None  # the judge's own copy of a slot, drawn into as the candidate's refresh does
         for i in range(ctx.runs):
             seed = _seed()
-            expected = _call(self.ref.model, draw(self.problem, self.id, ctx, seed, canaries=True))
-            self.ask({"op": "timed", "slot": i % TIMING_POOL, "seed": seed, "stamped": True})
+            began = time.perf_counter()
+            inputs = draw(self.problem, self.id, ctx, seed, canaries=True)
+            if slot is None:
+                slot = [t.clone() if isinstance(t, torch.Tensor) else t for t in inputs]
+            else:
+                for target, source in zip(slot, inputs, strict=True):
+                    if isinstance(target, torch.Tensor):
+                        target.copy_(source)
+            draw_ms.append((time.perf_counter() - began) * 1e3)
+            expected = _call(self.ref.model, inputs)
+            self.ask({"op": "timed", "slot": i % TIMING_POOL, "stamped": True})
             nbytes = expected.numel() * expected.element_size()
-            done, payload, took = self.candidate.stamped_call(self.deadline, nbytes, "timed")
+            done, payload, took = self.candidate.stamped_call(self.deadline, nbytes, "timed", seed)
             self.check_facts(done)
             if "error" in done or took is None:
                 raise _Broken(str(done.get("error") or "route: a timed call answered without its output")[:600])
@@ -836,10 +849,14 @@ class _Judge:
                     f"class 4 (caching/replay): timed run {i}, whose inputs were fresh like every timed run's, does "
                     f"not match the reference; {fault}"
                 )
-            judged_ms.append(max(took - channel_ms, 0.0))
+            judged_ms.append(max(took - channel_ms - draw_ms[-1], 0.0))
             reported_wall.append(float(wall))
         self.check_facts(self.ask({"op": "ping", "facts": True})[0])
-        self.result.details.update(judge_channel_ms=channel_ms, candidate_reported_ms=Timing.median(reported_wall))
+        self.result.details.update(
+            judge_channel_ms=channel_ms,
+            judge_draw_ms=Timing.median(draw_ms),
+            candidate_reported_ms=Timing.median(reported_wall),
+        )
         self.check_judges_clock(reported_wall, judged_ms, [])
         return Timing(judged_ms, judged_ms)
 
