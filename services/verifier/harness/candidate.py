@@ -26,7 +26,7 @@ import torch
 from services.verifier.harness import integrity
 from services.verifier.harness.channel import Channel, SharedBuffer, StampedChannel
 from services.verifier.harness.device import CpuKit, GpuKit
-from services.verifier.harness.draws import draw, randomize
+from services.verifier.harness.draws import draw, into_slot, randomize
 from services.verifier.harness.recorder import OpRecorder, launched_kernels
 
 
@@ -228,14 +228,7 @@ class Runner:
         """The slot's tensors get the contents drawn from this call's seed, in place: every timed call is handed
         the same pointers with new contents and a bumped version counter, rechecked or not."""
         fresh = draw(self.problem, self.problem_id, self.shape, self.device, int(order["seed"]), True)
-        slot = self.slots.get(order["slot"])
-        if slot is None:
-            self.slots[order["slot"]] = fresh
-            return fresh
-        for target, source in zip(slot, fresh, strict=True):
-            if isinstance(target, torch.Tensor):
-                target.copy_(source)
-        return slot
+        return into_slot(self.slots, order["slot"], fresh)
 
     def warmup(self, order: dict) -> None:
         for slot, seed in order["calls"]:

@@ -21,6 +21,18 @@ def draw(problem, problem_id: str, shape: str, device: torch.device, seed: int, 
     return inputs
 
 
+def into_slot(slots: dict, key, fresh: list) -> list:
+    """A timed call's inputs: the slot's tensors with the fresh draw's contents copied in (the same pointers, new
+    contents, a bumped version counter: nothing about them tells one call from another), or the fresh draw itself
+    where the slot is new."""
+    slot = slots.setdefault(key, fresh)
+    if slot is not fresh:
+        for target, source in zip(slot, fresh, strict=True):
+            if isinstance(target, torch.Tensor):
+                target.copy_(source)
+    return slot
+
+
 def randomize(model: torch.nn.Module, seed: int) -> None:
     """Every floating parameter and buffer uniform in [-1, 1): no default (weight 1, bias 0) survives (class 10)."""
     generator = None

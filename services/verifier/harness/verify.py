@@ -227,13 +227,7 @@ def time_reference(ctx: Context, ref: Reference) -> Timing:
     slots: dict[int, list] = {}
 
     def refresh(i: int) -> list:
-        fresh = draw(ref.problem, ref.problem_id, ctx, _seed(), canaries=True)
-        slot = slots.setdefault(i % TIMING_POOL, fresh)
-        if slot is not fresh:
-            for target, source in zip(slot, fresh, strict=True):
-                if isinstance(target, torch.Tensor):
-                    target.copy_(source)
-        return slot
+        return draws.into_slot(slots, i % TIMING_POOL, draw(ref.problem, ref.problem_id, ctx, _seed(), canaries=True))
 
     for i in range(ctx.warmup):
         _call(ref.model, refresh(i))
@@ -815,17 +809,11 @@ class _Judge:
         self.ask({"op": "warmup", "calls": warm})
         channel_ms = self.candidate.stamped_channel_ms(self.ref.output_bytes)
         judged_ms, reported_wall, draw_ms = [], [], []
-        slot = None  # the judge's own copy of a slot, drawn into as the candidate's refresh does
+        slots: dict = {}  # the judge's own slot, drawn into as the candidate's refresh does
         for i in range(ctx.runs):
             seed = _seed()
             began = time.perf_counter()
-            inputs = draw(self.problem, self.id, ctx, seed, canaries=True)
-            if slot is None:
-                slot = [t.clone() if isinstance(t, torch.Tensor) else t for t in inputs]
-            else:
-                for target, source in zip(slot, inputs, strict=True):
-                    if isinstance(target, torch.Tensor):
-                        target.copy_(source)
+            inputs = draws.into_slot(slots, 0, draw(self.problem, self.id, ctx, seed, canaries=True))
             draw_ms.append((time.perf_counter() - began) * 1e3)
             expected = _call(self.ref.model, inputs)
             self.ask({"op": "timed", "slot": i % TIMING_POOL, "stamped": True})
