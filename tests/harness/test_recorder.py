@@ -1,7 +1,13 @@
 import torch
 import torch.nn.functional as F
 
-from services.verifier.harness.recorder import OpRecorder, classify_kernel, kernel_violations, op_violations
+from services.verifier.harness.recorder import (
+    OpRecorder,
+    aten_kernels_beyond_the_reference,
+    classify_kernel,
+    kernel_violations,
+    op_violations,
+)
 
 
 def test_kernel_names_are_classified():
@@ -29,6 +35,19 @@ def test_kernel_violations_allow_only_what_the_reference_launches():
     found = kernel_violations(["sm90_xmma_gemm_f32f32"], reference, set())
     assert found and found[0].startswith("class 9 (library calls)") and "vendor" in found[0]
     assert kernel_violations(["sm90_xmma_gemm_f32f32"], ["nvjet_sm90_tst"], set()) == []
+
+
+def test_aten_kernels_beyond_the_reference_are_reported_by_signature():
+    """p21's GELU kernel is an aten kernel like the reference's, which kernel_violations allows by kind; the report
+    names it, and not the reference's own kernel at another vector width, nor copies or Triton kernels."""
+    mul = "void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor<float, MulFunctor<float>>>"
+    tanh = "void at::native::vectorized_elementwise_kernel<4, at::native::tanh_kernel_cuda::{lambda(float)#1}>"
+    gelu = "void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl::{lambda(float)#1}>"
+    fill = "void at::native::vectorized_elementwise_kernel<2, at::native::FillFunctor<long>>"
+    reference = [mul, tanh]
+    candidate = [mul.replace("<4,", "<2,"), gelu, fill, "_gelu_kernel"]
+    assert kernel_violations(candidate, reference, {"_gelu_kernel"}) == []  # allowed by kind today
+    assert aten_kernels_beyond_the_reference(candidate, reference) == [gelu]
 
 
 def _record(fn, *args):

@@ -51,6 +51,7 @@ from services.verifier.harness.channel import (
 from services.verifier.harness.device import POISON, CpuKit, GpuKit, Timing
 from services.verifier.harness.recorder import (
     OpRecorder,
+    aten_kernels_beyond_the_reference,
     classify_kernel,
     kernel_violations,
     launched_kernels,
@@ -716,6 +717,8 @@ class _Judge:
         self.result.details["candidate_kernels"] = sorted(
             {f"{classify_kernel(n, triton_kernels)}: {n[:80]}" for n in candidate_names}
         )[:100]
+        beyond = aten_kernels_beyond_the_reference(candidate_names, reference_names)
+        self.result.details["aten_kernels_beyond_the_reference"] = [n[:120] for n in beyond[:20]]
         found = kernel_violations(candidate_names, reference_names, triton_kernels)
         if found:
             raise _Broken(*found)
