@@ -427,16 +427,24 @@ class CandidateProcess:
         around, beyond_events, splits = [], [], []
         for _ in range(CALIBRATION_PINGS):
             self.ask({"op": "idle"}, deadline)
-            self.ctx.kit.prepare_run()
-            t0 = time.perf_counter()
-            self.ask({"op": "go"}, deadline, reply=False)
-            done, _ = self.recv(deadline, during="idle")
-            around.append((time.perf_counter() - t0) * 1e3 - done["wall_ms"])
+            done, went, answered = self.timed_go(deadline, "idle")
+            around.append((answered - went) * 1e3 - done["wall_ms"])
             beyond_events.append(done["wall_ms"] - done["device_ms"])
             splits.append(done.get("split_ms"))
         self.timed_overhead_ms = max(Timing.median(around), 0.0)
         self.event_overhead_ms = max(Timing.median(beyond_events), 0.0)
         self.idle_split_ms = split_medians(splits)
+
+    def timed_go(self, deadline: float, during: str) -> tuple[dict, float, float]:
+        """The judge's half of a GPU timed call the candidate has said it is ready for: the L2 flushed from the
+        judge's context (the L2 is the device's), the go, the answer; with the judge's clock (time.perf_counter) at
+        the go and at the answer. The calibration's empty calls and every timed call go through here, so that what
+        the calibration measures is what a timed call pays."""
+        self.ctx.kit.prepare_run()
+        went = time.perf_counter()
+        self.ask({"op": "go"}, deadline, reply=False)
+        done, _ = self.recv(deadline, during=during)
+        return done, went, time.perf_counter()
 
     def calibrate_stamped(self, deadline: float) -> None:
         """The CPU profile's timed call without the call: from the judge's go to the kernel's stamp of an output of
@@ -717,7 +725,7 @@ class _Judge:
         self.result.details["candidate_kernels"] = sorted(
             {f"{classify_kernel(n, triton_kernels)}: {n[:80]}" for n in candidate_names}
         )[:100]
-        beyond = aten_kernels_beyond_the_reference(candidate_names, reference_names)
+        beyond = aten_kernels_beyond_the_reference(candidate_names, reference_names, triton_kernels)
         self.result.details["aten_kernels_beyond_the_reference"] = [n[:120] for n in beyond[:20]]
         found = kernel_violations(candidate_names, reference_names, triton_kernels)
         if found:
@@ -756,11 +764,7 @@ class _Judge:
         for i in range(ctx.runs):
             seed = _seed()
             self.ask({"op": "timed", "slot": i % TIMING_POOL, "seed": seed})
-            ctx.kit.prepare_run()  # the L2 flushed from the judge's context: the L2 is the device's
-            t0 = time.perf_counter()
-            self.candidate.ask({"op": "go"}, self.deadline, reply=False)
-            done, _ = self.candidate.recv(self.deadline, during="timed")
-            t1 = time.perf_counter()
+            done, t0, t1 = self.candidate.timed_go(self.deadline, "timed")
             self.check_facts(done)
             if "error" in done:
                 raise _Broken(str(done["error"])[:600])
