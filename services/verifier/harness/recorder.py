@@ -109,14 +109,18 @@ def _kernel_signature(name: str) -> str:
     return re.sub(r"\d+", "#", name)
 
 
-def aten_kernels_beyond_the_reference(candidate_names, reference_names) -> list[str]:
+def aten_kernels_beyond_the_reference(candidate_names, reference_names, triton_kernels: set[str]) -> list[str]:
     """The candidate's aten kernels whose signature none of the reference's kernels has: a report, not yet a rule
     (kernel_violations allows aten kernels by kind). A library call replayed from a CUDA graph (peer cheat p21) shows
     here where the dispatch recorder cannot see it; what honest routes show here is to be measured before this
     judges anything."""
     known = {_kernel_signature(n) for n in reference_names}
     return sorted(
-        {n for n in candidate_names if classify_kernel(n, set()) == "aten" and _kernel_signature(n) not in known}
+        {
+            n
+            for n in candidate_names
+            if classify_kernel(n, triton_kernels) == "aten" and _kernel_signature(n) not in known
+        }
     )
 
 
