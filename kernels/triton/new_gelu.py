@@ -18,9 +18,9 @@ import triton
 import triton.language as tl
 
 try:
-    from .launch import make_plan, run_plan  # imported as kernels.triton.<problem>
+    from .launch import make_plan, num_sms, run_plan  # imported as kernels.triton.<problem>
 except ImportError:  # loaded as a file by the harness, with the route directory on sys.path
-    from launch import make_plan, run_plan
+    from launch import make_plan, num_sms, run_plan
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 _SQRT_2_OVER_PI = tl.constexpr(0.7978845608028654)
@@ -123,8 +123,7 @@ def new_gelu(x: torch.Tensor, variant: str | None = None) -> torch.Tensor:
     if cfg.get("autotune"):
         _launch_tuned(x, y, n)
     elif "programs_per_sm" in cfg:
-        sms = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 1
-        grid = (max(1, min(triton.cdiv(n, cfg["BLOCK"]), sms * cfg["programs_per_sm"])),)
+        grid = (max(1, min(triton.cdiv(n, cfg["BLOCK"]), num_sms(x.device) * cfg["programs_per_sm"])),)
         _gelu_persistent[grid](x, y, n, BLOCK=cfg["BLOCK"], WIDE=wide, STREAM=True, num_warps=cfg["num_warps"])
     else:
         grid = (triton.cdiv(n, cfg["BLOCK"]),)
