@@ -18,12 +18,7 @@ log="$OUT/class5.log"
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
     python3 -c "import torch, triton; print(torch.__version__, triton.__version__)"
 } >"$log" 2>&1
-if ! command -v bwrap >/dev/null; then
-    for deb in "$CARRY"/*.deb; do dpkg -x "$deb" /tmp/kb-deb; done
-    cp /tmp/kb-deb/usr/bin/bwrap /usr/local/bin/bwrap
-fi
-id kb-job >/dev/null 2>&1 || useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin kb-job
-python3 -m pip install -q --no-index --no-deps --target /tmp/kb-site "$CARRY"/*.whl >>"$log" 2>&1
+. bench/harness/gpu_prepare.sh "$log"
 
 summary() { # the metrics file's score and, per problem, events, wall and where the candidate's wall went
     python3 - "$1" <<'PY'

@@ -19,14 +19,7 @@ log="$OUT/isolation.log"
     uname -r
 } >"$log" 2>&1
 
-# The service's machine has these (make up / .ci/run): bubblewrap and the job user.
-if ! command -v bwrap >/dev/null; then
-    for deb in "$CARRY"/*.deb; do dpkg -x "$deb" /tmp/kb-deb; done
-    cp /tmp/kb-deb/usr/bin/bwrap /usr/local/bin/bwrap
-fi
-id kb-job >/dev/null 2>&1 || useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin kb-job
-python3 -m pip install -q --no-index --no-deps --target /tmp/kb-site "$CARRY"/*.whl >>"$log" 2>&1
-{ command -v bwrap setpriv unshare prlimit; id kb-job; ls -l /dev/nvidia* | head -3; } >>"$log" 2>&1
+. bench/harness/gpu_prepare.sh "$log"
 
 step() { # step NAME LIMIT_S COMMAND...: run it, log it, record its exit code and wall time
     local name=$1 limit=$2

@@ -11,19 +11,14 @@ OUT="${OUT:?set OUT}"
 BUDGET_S="${BUDGET_S:-270}"
 CARRY="${CARRY:-carry}"
 log="$OUT/peer_gpu.log"
-if ! command -v bwrap >/dev/null; then
-    for deb in "$CARRY"/*.deb; do dpkg -x "$deb" /tmp/kb-deb; done
-    [ -x /tmp/kb-deb/usr/bin/bwrap ] && cp /tmp/kb-deb/usr/bin/bwrap /usr/local/bin/bwrap
-fi
-# The judge refuses to run untrusted code as root without its job user (services/common/confine.py).
-id kb-job >/dev/null 2>&1 || useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin kb-job
 {
     date -u
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1
     python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__)"
-    echo "bwrap: $(command -v bwrap || echo none); setpriv: $(command -v setpriv || echo none); user: $(id kb-job)"
     git log -1 --format='commit %H %s' 2>/dev/null || echo "commit: no git here"
 } >"$log" 2>&1
+# The judge refuses to run untrusted code as root without its job user (services/common/confine.py).
+. bench/harness/gpu_prepare.sh "$log"
 started=$(date +%s)
 
 check() {  # check ROUTE_DIR PROBLEM: one check, its exit code and wall time in summary.txt

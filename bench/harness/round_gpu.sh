@@ -15,12 +15,8 @@ BUDGET="${BUDGET:-540}"
 start_all=$(date +%s)
 left() { echo $((BUDGET - ($(date +%s) - start_all))); }
 mkdir -p "$OUT/matmul" "$OUT/launch" "$OUT/service" "$OUT/peers"
-# The smoke check below runs the candidate as the job user, as every check does (service_gpu.sh installs the rest).
-id kb-job >/dev/null 2>&1 || useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin kb-job
-if ! command -v bwrap >/dev/null; then
-    for deb in "$CARRY"/*.deb; do dpkg -x "$deb" /tmp/kb-deb; done
-    cp /tmp/kb-deb/usr/bin/bwrap /usr/local/bin/bwrap
-fi
+# The smoke check below runs the candidate as the job user under bubblewrap, as every check does.
+. bench/harness/gpu_prepare.sh "$OUT/prepare.log"
 
 timeout 100 python3 bench/kernels/matmul_sweep.py --out "$OUT/matmul" --budget-s 80 >"$OUT/matmul/stdout.log" 2>&1
 echo "matmul sweep rc=$? at $(($(date +%s) - start_all)) s" | tee "$OUT/round.txt"

@@ -22,14 +22,7 @@ log="$OUT/gpu.log"
     nproc
 } >"$log" 2>&1
 
-# The service's machine has these (make up / .ci/run): bubblewrap and the job user.
-if ! command -v bwrap >/dev/null; then
-    for deb in "$CARRY"/*.deb; do dpkg -x "$deb" /tmp/kb-deb; done
-    cp /tmp/kb-deb/usr/bin/bwrap /usr/local/bin/bwrap
-fi
-id kb-job >/dev/null 2>&1 || useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin kb-job
-python3 -m pip install -q --no-index --no-deps --target /tmp/kb-site "$CARRY"/*.whl >>"$log" 2>&1
-{ command -v bwrap setpriv unshare prlimit; bwrap --version; id kb-job; ls -l /dev/nvidia*; } >>"$log" 2>&1
+. bench/harness/gpu_prepare.sh "$log"
 
 # GPU memory of the whole card every second: the judge ran out of it at rms_norm in the first attempt.
 nvidia-smi --query-gpu=timestamp,memory.used,utilization.gpu --format=csv,noheader -l 1 >"$OUT/gpumem.csv" 2>&1 &
