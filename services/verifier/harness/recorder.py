@@ -1,8 +1,11 @@
 """Class 9 and 11 guardrails: which aten ops and which GPU kernels a model's forward uses.
 
 ``OpRecorder`` records aten op families (``aten::mm``) under a TorchDispatchMode, on CPU and GPU alike. A candidate
-may use allocation, view and copy ops, plus any family the reference itself calls. ``kernel_classes`` runs a model
-under torch.profiler on the GPU and sorts every launched kernel into triton / copy / vendor / aten / unknown.
+may use allocation, view and copy ops, plus any family the reference itself calls. On the GPU, ``launched_kernels``
+lists what torch.profiler sees a model launch and ``classify_kernel`` sorts each kernel into triton / copy / vendor /
+aten / unknown. The kernel census then checks what the dispatch recorder cannot see (kernels replayed from a CUDA
+graph captured outside any recorded call, peer cheat p21): vendor and unknown kernels by kind, aten kernels by what
+they compute (``aten_kernel_identity``), so a torch op the reference does not call is named however it was launched.
 """
 
 import re
@@ -103,28 +106,79 @@ def launched_kernels(run) -> list[str]:
     return names
 
 
-def _kernel_signature(name: str) -> str:
-    """An aten kernel's name without its numbers (vector width, block size, unroll factor): the same computation
-    specialised for another alignment or size keeps its signature."""
-    return re.sub(r"\d+", "#", name)
+# Identifiers in a demangled aten kernel name that say nothing about what it computes: C++ types and keywords,
+# namespaces, the launch wrappers and the TensorIterator plumbing around the functor. What is left names the
+# computation: the functor (MulFunctor, sum_functor, MeanOps) or the function whose lambda it is (tanh_kernel_cuda).
+_GENERIC_IDENTIFIERS = frozenset(
+    # C++ types, keywords and literal suffixes; torch's dtypes
+    "void const volatile unsigned signed int long short char bool float double auto operator lambda unnamed type "
+    "true false nullptr this std array size_t int8_t int16_t int32_t int64_t uint8_t uint16_t uint32_t uint64_t "
+    "ul ull u l f c10 Half BFloat16 half __half __nv_bfloat16 complex Float8_e4m3fn Float8_e5m2 Float8_e4m3fnuz "
+    "Float8_e5m2fnuz OpaqueType Scalar ScalarType opmath_type acc_type "
+    # namespaces
+    "at native anonymous namespace detail memory policies binary_internal cuda impl legacy internal at_cuda_detail "
+    # launch wrappers and iterator plumbing
+    "vectorized_elementwise_kernel unrolled_elementwise_kernel elementwise_kernel elementwise_kernel_helper "
+    "vectorized_templated_elementwise_kernel unrolled_templated_elementwise_kernel index_elementwise_kernel "
+    "gpu_kernel_impl gpu_kernel_impl_nocast gpu_kernel gpu_kernel_nocast gpu_kernel_with_scalars "
+    "opmath_gpu_kernel_with_scalars opmath_symmetric_gpu_kernel_with_scalars launch_legacy_kernel "
+    "launch_vectorized_kernel launch_unrolled_kernel "
+    "reduce_kernel ReduceOp ReduceConfig func_wrapper_t AUnaryFunctor BUnaryFunctor BinaryFunctor TensorIteratorBase "
+    "TensorIterator LoadWithoutCast StoreWithoutCast LoadWithCast StoreWithCast OffsetCalculator "
+    "TrivialOffsetCalculator IntDivider Array".split()
+)
+_IDENTIFIER = re.compile(r"(?<![\w])[A-Za-z_]\w*")  # not a number's suffix: the "ul" of "2ul" is no identifier
+# One computation under several names: add with a scalar on either side or none; softmax in registers, in shared
+# memory or neither, picked by the row's size; layer norm in one vectorized kernel or, for double or unaligned rows,
+# moments then normalisation (both seen on the H200).
+_SAME_COMPUTATION = (
+    (re.compile(r"^CUDAFunctor(?:OnSelf|OnOther)?_add$"), "add"),
+    (re.compile(r"^cunn_SoftMaxForward(?:Reg|Smem)$"), "cunn_SoftMaxForward"),
+    (
+        re.compile(r"^(?:vectorized_layer_norm_kernel|RowwiseMomentsCUDAKernel|LayerNormForwardCUDAKernel)$"),
+        "layer_norm",
+    ),
+)
+
+
+def aten_kernel_identity(name: str) -> frozenset[str]:
+    """What an aten kernel computes: the identifiers of its demangled name that name a computation (its functor or
+    kernel function), without numbers, types, namespaces, launch wrappers or iterator plumbing, so the same
+    computation at another vector width, unrolled, on strided data or in another float dtype keeps its identity."""
+    found = set()
+    for identifier in _IDENTIFIER.findall(name):
+        if identifier in _GENERIC_IDENTIFIERS:
+            continue
+        for pattern, same in _SAME_COMPUTATION:
+            identifier = pattern.sub(same, identifier)
+        found.add(identifier)
+    return frozenset(found)
+
+
+def _beyond(candidate_names, reference_names, triton_kernels: set[str]) -> dict[str, frozenset[str]]:
+    known = set().union(*(aten_kernel_identity(n) for n in reference_names))
+    found = {}
+    for name in candidate_names:
+        if classify_kernel(name, triton_kernels) == "aten":
+            # an identity of generic parts alone names no computation to judge: such a kernel is allowed
+            if extra := aten_kernel_identity(name) - known:
+                found[name] = extra
+    return found
 
 
 def aten_kernels_beyond_the_reference(candidate_names, reference_names, triton_kernels: set[str]) -> list[str]:
-    """The candidate's aten kernels whose signature none of the reference's kernels has: a report, not yet a rule
-    (kernel_violations allows aten kernels by kind). A library call replayed from a CUDA graph (peer cheat p21) shows
-    here where the dispatch recorder cannot see it; what honest routes show here is to be measured before this
-    judges anything."""
-    known = {_kernel_signature(n) for n in reference_names}
-    return sorted(
-        {
-            n
-            for n in candidate_names
-            if classify_kernel(n, triton_kernels) == "aten" and _kernel_signature(n) not in known
-        }
-    )
+    """The candidate's aten kernels that compute something none of the reference's kernels does: an identifier of
+    its identity that no reference kernel's identity holds. Class 9 on the GPU: a torch op the reference does not
+    call, even one replayed from a CUDA graph that no recorded call dispatched (peer cheat p21)."""
+    return sorted(_beyond(candidate_names, reference_names, triton_kernels))
 
 
 def kernel_violations(candidate_names, reference_names, triton_kernels: set[str]) -> list[str]:
+    """Class 9 from the kernels a candidate launched: kernels of a kind the reference does not launch (vendor and
+    unknown names say little about what they compute), and aten kernels computing what the reference's do not
+    (aten_kernels_beyond_the_reference): allowing aten kernels by kind let p21's graph-replayed GELU pass. The route's
+    own Triton kernels and copies are allowed."""
+    found = []
     reference_classes = {classify_kernel(n, set()) for n in reference_names}
     bad = sorted(
         {
@@ -133,8 +187,15 @@ def kernel_violations(candidate_names, reference_names, triton_kernels: set[str]
             if (cls := classify_kernel(n, triton_kernels)) not in {"triton", "copy"} and cls not in reference_classes
         }
     )
-    if not bad:
-        return []
-    return [
-        "class 9 (library calls): candidate launched kernels of a kind the reference does not: " + "; ".join(bad[:6])
-    ]
+    if bad:
+        found.append(
+            "class 9 (library calls): candidate launched kernels of a kind the reference does not: "
+            + "; ".join(bad[:6])
+        )
+    beyond = _beyond(candidate_names, reference_names, triton_kernels)
+    if beyond:
+        named = sorted({f"{n[:80]} [{', '.join(sorted(extra))}]" for n, extra in beyond.items()})
+        found.append(
+            "class 9 (library calls): candidate launched aten kernels the reference does not: " + "; ".join(named[:6])
+        )
+    return found

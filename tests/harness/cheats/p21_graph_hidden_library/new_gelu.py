@@ -3,10 +3,11 @@ does not call, captured into a CUDA graph at import on buffers of the full shape
 records ever dispatches it. Public API only, nothing patched.
 
 What stops it where: on the CPU there are no graphs, forward runs aten::gelu eagerly, and the dispatch recorder names
-class 9. On a GPU the recorder sees only copy_ and clone; the kernel census (torch.profiler) sees an aten GELU kernel,
-and the census allows aten kernels by kind wherever the reference launches aten kernels, which this reference does:
-expected to pass there, an open hole until the census compares aten kernels by name (tests/harness/cheats/README.md,
-"Still open"). Not run on the H200 yet: bench/harness/peer_gpu.sh."""
+class 9. On a GPU the recorder sees only copy_ and clone; the kernel census (torch.profiler) sees the graph's aten
+GELU kernel (`GeluCUDAKernelImpl`). While the census allowed aten kernels by kind this passed on the H200 (2.74x,
+bench/harness/isolation/run9/peers); the census now compares aten kernels by what they compute, and no kernel of this
+reference computes a GELU: class 9 (recorder.aten_kernel_identity; to be confirmed on the H200 with
+bench/harness/peer_gpu.sh)."""
 
 import torch
 import torch.nn as nn
