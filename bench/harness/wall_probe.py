@@ -17,10 +17,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import torch  # noqa: E402
 
+from kernels import problems as registry  # noqa: E402
 from services.verifier.harness import draws  # noqa: E402
 from services.verifier.harness.channel import SharedBuffer  # noqa: E402
 from services.verifier.harness.device import GpuKit  # noqa: E402
-from kernels import problems as registry  # noqa: E402
 
 
 def timed(run, repeat: int = 1) -> float:
@@ -59,7 +59,9 @@ def main() -> None:
         row = {
             "draw_ms": timed(lambda p=problem, i=problem_id: draws.draw(p, i, "full", device, 2, True), 5),
             "draw_into_slot_ms": timed(
-                lambda p=problem, i=problem_id: draws.into_slot(slots, 0, draws.draw(p, i, "full", device, 3, True)),
+                lambda p=problem, i=problem_id, held=slots: draws.into_slot(
+                    held, 0, draws.draw(p, i, "full", device, 3, True)
+                ),
                 5,
             ),
         }
