@@ -273,3 +273,16 @@ def test_the_candidate_takes_the_device_back_after_the_go_and_before_its_timer_s
     runner.device = torch.device("cpu")
     assert runner.time_on_go(lambda: "out") == "out"
     assert recorded.steps == ["sync", "reset_persisting", "ready", "go", "take_device", "timer", "answer"]
+
+
+def test_an_output_larger_than_the_shared_buffer_crosses_it_in_chunks(rules_path, monkeypatch):
+    """On the GPU the buffer is 256 MB and full-shape outputs are up to 7.5 GB; here a 4 KB buffer makes log_softmax's
+    20 KB smoke output cross in ten chunks, through the buffer's two halves in turn. Were any chunk not copied out, or
+    a half overwritten before it was, the judge would compare memory it never wrote or the wrong chunk, and the
+    reference run as a route would fail."""
+    monkeypatch.setenv("KB_SHARED_BUFFER_BYTES", "4096")
+    doc = smoke(ROUTES / "reference", rules_path, "log_softmax")
+    assert doc["passed"], doc["reasons"]
+    details = doc["details"]["log_softmax"]
+    outputs = details["output_chunks"] // 10  # every output of this problem is 20,000 bytes: ten of 2,048 bytes
+    assert details["output_chunks"] == 10 * outputs and outputs >= 5, details

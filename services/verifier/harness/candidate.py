@@ -24,7 +24,7 @@ import time
 import torch
 
 from services.verifier.harness import integrity
-from services.verifier.harness.channel import Channel, SharedBuffer, StampedChannel
+from services.verifier.harness.channel import Channel, SharedBuffer, StampedChannel, chunk_bytes
 from services.verifier.harness.device import CpuKit, GpuKit
 from services.verifier.harness.draws import draw, into_slot, randomize
 from services.verifier.harness.recorder import OpRecorder, launched_kernels
@@ -40,14 +40,6 @@ def tensor_header(out) -> dict:
         "shape": list(out.shape),
         "device": out.device.type,
     }
-
-
-def tensor_bytes(out: torch.Tensor) -> bytearray:
-    flat = out.detach().contiguous().reshape(-1)
-    buffer = bytearray(flat.numel() * flat.element_size())
-    if buffer:
-        torch.frombuffer(buffer, dtype=torch.uint8).copy_(flat.view(torch.uint8))
-    return buffer
 
 
 def memory_of(flat: torch.Tensor) -> memoryview:
@@ -78,6 +70,7 @@ class Runner:
         self.default_model = None
         self.slots: dict[int, list] = {}
         self.output = None
+        self.handing_over = None  # the bytes of the output last sent that did not fit the shared buffer
         self.echo_buffer = None
         self.threads_grew = False
 
@@ -104,13 +97,23 @@ class Runner:
         if not header["output"].get("plain"):
             self.channel.send(header)
             return
-        flat = out.detach().contiguous().reshape(-1)
-        nbytes = flat.numel() * flat.element_size()
-        if 0 < nbytes <= self.shared.numel():
-            self.shared[:nbytes].copy_(flat.view(torch.uint8))
-            self.channel.send({**header, "shared": nbytes})
-        else:
-            self.channel.send(header, tensor_bytes(out))
+        flat = out.detach().contiguous().reshape(-1).view(torch.uint8)
+        first = chunk_bytes(flat.numel(), self.shared.numel())
+        self.shared[:first].copy_(flat[:first])  # before the answer: the judge times a kept output's first crossing
+        if flat.numel() > first:  # the rest the judge asks for a chunk at a time ("chunk")
+            self.handing_over = flat
+        self.channel.send({**header, "shared": flat.numel()})
+
+    def chunk(self, order: dict) -> None:
+        """The chunk of the output being handed over that starts at byte ``offset``, into the half of the shared
+        buffer named ``half`` (the judge copies the other out meanwhile)."""
+        flat, offset, half = self.handing_over, int(order["offset"]), int(order["half"])
+        if flat is None or not 0 <= offset < flat.numel() or half not in (0, 1):
+            raise ValueError(f"no output to hand over at byte {offset} into half {half}")
+        size = chunk_bytes(flat.numel(), self.shared.numel())
+        count = min(size, flat.numel() - offset)
+        self.shared[half * size : half * size + count].copy_(flat[offset : offset + count])
+        self.channel.send({"ok": True, "shared": count})
 
     # -- orders ----------------------------------------------------------------------------------------------------
     def ping(self, order: dict) -> None:
@@ -305,12 +308,13 @@ class Runner:
             "idle": self.idle,
             "keep": self.keep,
             "drop": self.drop,
+            "chunk": self.chunk,
         }
         while True:
             order, _ = self.channel.recv()
             op = order.get("op")
-            if op == "exit":
-                return
+            if op != "chunk":
+                self.handing_over = None
             try:
                 orders[op](order)
             except Exception as err:  # route code failed (or broke this side): the judge decides what it means

@@ -3,12 +3,12 @@ and a shared memory buffer for outputs.
 
 Nothing from the candidate side is ever unpickled or evaluated: a header is JSON (size-capped), a payload is bytes
 whose length the receiver bounds, and a tensor comes back as (dtype, shape) plus its bytes -- in the shared buffer (a
-memfd the judge made and both map; pinned on the GPU so that each side's copy runs at PCIe speed), or after the
-header where it does not fit -- which the judge copies onto its own device at once and checks like any other
-untrusted value. Copies rather than CUDA IPC: a handle the candidate controls maps memory the candidate can still
-write while the judge compares it. The copies' cost is measured before route code is imported (verify.py's
-calibration) and recorded in the metrics file (isolation.candidate) and bench/harness/. A CPU profile's timed call
-answers on a socket the kernel stamps instead (StampedChannel).
+memfd the judge made and both map; pinned on the GPU so that each side's copy runs at PCIe speed; an output larger
+than the buffer crosses it a chunk at a time, each asked for by the judge) -- which the judge copies onto its own
+device at once and checks like any other untrusted value. Copies rather than CUDA IPC: a handle the candidate
+controls maps memory the candidate can still write while the judge compares it. The copies' cost is measured before
+route code is imported (verify.py's calibration) and recorded in the metrics file (isolation.candidate) and
+bench/harness/. A CPU profile's timed call answers on a socket the kernel stamps instead (StampedChannel).
 """
 
 import contextlib
@@ -210,6 +210,12 @@ class StampedChannel:
 
     def send_header(self, header: dict) -> None:
         self.sock.send(_HEADER + json.dumps(header).encode())
+
+
+def chunk_bytes(output_bytes: int, buffer_bytes: int) -> int:
+    """How much of an output crosses the shared buffer at a time: all of it where it fits, else half the buffer, so
+    that the candidate fills one half while the judge copies the other out."""
+    return output_bytes if output_bytes <= buffer_bytes else buffer_bytes // 2
 
 
 class SharedBuffer:
