@@ -6,8 +6,7 @@ What stops it where: on the CPU there are no graphs, forward runs aten::gelu eag
 class 9. On a GPU the recorder sees only copy_ and clone; the kernel census (torch.profiler) sees the graph's aten
 GELU kernel (`GeluCUDAKernelImpl`). While the census allowed aten kernels by kind this passed on the H200 (2.74x,
 bench/harness/isolation/run9/peers); the census now compares aten kernels by what they compute, and no kernel of this
-reference computes a GELU: class 9 (recorder.aten_kernel_identity; to be confirmed on the H200 with
-bench/harness/peer_gpu.sh)."""
+reference computes a GELU: class 9 (recorder.aten_kernel_identity; on the H200: bench/harness/isolation/run10/peers)."""
 
 import torch
 import torch.nn as nn
