@@ -1,6 +1,5 @@
 """A whole check: every problem of the rules over one route directory, and the metrics file the rules name."""
 
-import gc
 import math
 import os
 import shutil
@@ -170,10 +169,6 @@ def run_check(
         needed = any(skip_static or not any(scan.violations for scan in own_scans[pid]) for pid in submitted)
         if needed and kit.profile == "gpu":
             candidates.start_early()
-        # Everything torch's import left on the judge's heap is kept for the process's life: a collection between
-        # problems then walks only what the check made since (24 full collections took 3.6 s: bench/harness/
-        # isolation, run9).
-        gc.freeze()
         reference_started = time.monotonic()
         for pid in submitted:
             references[pid] = prepare_reference(ctx, pid)
