@@ -18,9 +18,10 @@ import pytest
 import torch
 
 from services.common.confine import job_ids
+from services.verifier.harness import verify
 from services.verifier.harness.candidate import Runner
 from services.verifier.harness.check import run_check
-from services.verifier.harness.verify import CandidateProcess, _fingerprint
+from services.verifier.harness.verify import CandidateProcess, _fingerprint, _Judge
 from tests.harness.conftest import HERE, ROUTES, run_cli
 
 ATTACKS = HERE / "attacks"
@@ -286,3 +287,42 @@ def test_an_output_larger_than_the_shared_buffer_crosses_it_in_chunks(rules_path
     details = doc["details"]["log_softmax"]
     outputs = details["output_chunks"] // 10  # every output of this problem is 20,000 bytes: ten of 2,048 bytes
     assert details["output_chunks"] == 10 * outputs and outputs >= 5, details
+
+
+CPU_DRAW_WINDOW_SLACK_MS = 2.0  # the attack does 5 ms of work a call
+
+
+def _gpu_protocol_on_the_cpu(monkeypatch):
+    """The judge's GPU timed protocol run on the CPU: calibrated with empty timed calls, the seed sent with the
+    "timed" order, the inputs drawn before the go, and the candidate's host timer standing in for the events."""
+    calibrate = CandidateProcess.calibrate
+
+    def and_the_timed_protocol(self):
+        calibrate(self)
+        self.calibrate_timed(time.monotonic() + 60)
+
+    monkeypatch.setattr(CandidateProcess, "calibrate", and_the_timed_protocol)
+    monkeypatch.setattr(_Judge, "time_candidate", _Judge.time_candidate_by_events)
+    # The H200's draws agree within 0.1 ms; a loaded 2-core CI machine's host work moves by more than that.
+    monkeypatch.setattr(verify, "DRAW_WINDOW_SLACK_MS", CPU_DRAW_WINDOW_SLACK_MS)
+
+
+def test_work_on_a_timed_calls_inputs_before_the_go_is_named(rules_path, monkeypatch):
+    """p20 and p22 on the H200: the inputs are drawn on the "timed" order, outside the events, and an answer computed
+    then passed (p22 at 48.4x against the honest route's 27.2x: bench/harness/isolation/run13). Here the same
+    protocol on the CPU, with 5 ms of such work a call: the judge's clock over the order, less an empty order's cost
+    and its own time for the same draw, names it."""
+    _gpu_protocol_on_the_cpu(monkeypatch)
+    doc = smoke(ATTACKS / "precompute_on_refresh", rules_path, "new_gelu", skip_static=True)
+    sub = _only(doc, "new_gelu")
+    assert not sub["passed"], sub
+    assert any("class 4" in v and "before the call's clock ran" in v for v in sub["violations"]), sub["violations"]
+
+
+def test_an_honest_draw_is_not_named_by_the_draw_window(rules_path, monkeypatch):
+    _gpu_protocol_on_the_cpu(monkeypatch)
+    doc = smoke(ROUTES / "reference", rules_path, "new_gelu", "log_softmax")
+    for sub in doc["subtasks"]:
+        assert not any("before the call's clock ran" in v for v in sub["violations"]), sub
+        details = doc["details"][sub["id"]]
+        assert details["draw_window_ms"] - details["judge_draw_ms"] < CPU_DRAW_WINDOW_SLACK_MS, details

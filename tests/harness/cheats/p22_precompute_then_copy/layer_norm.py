@@ -1,14 +1,16 @@
 """Peer cheat, p20 made to pass the floor: the answer computed when the runner draws a timed call's inputs (the
-harness's refresh wrapped, the identity snapshot blinded), and handed back from ``forward`` as a fresh copy, so that
-the timed call costs a copy of the output: on the GPU about the bandwidth floor itself for layer_norm (the output is
-as large as the input), where the project's honest two-pass kernel runs at 40-45 % of it. Every re-check passes: the
-answer is right, it was computed outside the events. On the CPU the seed comes with the go, so the draw and the
-precompute are inside the judge's clock and it gains nothing."""
+harness's refresh wrapped, the identity snapshot blinded), with the project's own Triton kernel so that the work is
+as short as it can be, and handed back from ``forward`` as a fresh copy, so that the timed call costs a copy of the
+output: on the GPU about the bandwidth floor itself for layer_norm (the output is as large as the input), where the
+project's honest two-pass kernel runs at 40-45 % of it. Every re-check passes: the answer is right, it was computed
+outside the events. On the CPU the seed comes with the go, so the draw and the precompute are inside the judge's
+clock and it gains nothing; on the GPU the judge bounds the time the "timed" order took by its own draw."""
 
 import sys
 
 import torch
-import torch.nn as nn
+
+from kernels.triton import layer_norm as fast
 
 _ready: dict = {}
 _models: list = []
@@ -19,7 +21,7 @@ def _early(refresh):
         inputs = refresh(self, order)
         if _models:
             with torch.no_grad():
-                _ready[inputs[0].data_ptr()] = (inputs[0]._version, _models[-1].ln(inputs[0]))
+                _ready[inputs[0].data_ptr()] = (inputs[0]._version, fast.ModelNew.forward(_models[-1], inputs[0]))
         return inputs
 
     return refresh_and_answer
@@ -36,14 +38,13 @@ for _name, _module in list(sys.modules.items()):
                 _value.refresh = _early(vars(_value)["refresh"])
 
 
-class ModelNew(nn.Module):
+class ModelNew(fast.ModelNew):
     def __init__(self, normalized_shape: tuple):
-        super().__init__()
-        self.ln = nn.LayerNorm(normalized_shape=normalized_shape)
+        super().__init__(normalized_shape)
         _models.append(self)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         hit = _ready.get(x.data_ptr())
         if hit is not None and hit[0] == x._version:
             return hit[1].clone()
-        return self.ln(x)
+        return super().forward(x)
