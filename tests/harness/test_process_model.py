@@ -289,6 +289,17 @@ def test_an_output_larger_than_the_shared_buffer_crosses_it_in_chunks(rules_path
     assert details["output_chunks"] == 10 * outputs and outputs >= 5, details
 
 
+def test_a_chunk_claimed_but_never_written_is_judged_by_its_bytes(rules_path, monkeypatch):
+    """Hostile answers to the judge's chunk orders: every chunk after the first is claimed with the right count and
+    never written, so the buffer holds stale bytes. The judge compares what it copied out and names class 2; the
+    check goes on to its verdict."""
+    monkeypatch.setenv("KB_SHARED_BUFFER_BYTES", "4096")
+    doc = smoke(ATTACKS / "stale_chunks", rules_path, "log_softmax", skip_static=True)
+    sub = _only(doc, "log_softmax")
+    assert not sub["passed"], sub
+    assert any(v.startswith("class 2 ") or "class 2 (" in v for v in sub["violations"]), sub["violations"]
+
+
 CPU_DRAW_WINDOW_SLACK_MS = 2.0  # the attack does 5 ms of work a call
 
 
