@@ -5,11 +5,12 @@ identity snapshot; ``forward`` only looks the answer up. Drawn on the judge's "t
 was outside every clock; drawn from the seed the go carries, it is inside the judge's."""
 
 import math
-import sys
 import time
 
 import torch
 import torch.nn as nn
+
+from tests.harness.route_rewrites import rewrite_harness_method
 
 SLEEP_S = 0.005
 _ready: dict = {}
@@ -30,15 +31,7 @@ def _early(refresh):
     return refresh_and_answer
 
 
-for _name, _module in list(sys.modules.items()):
-    if _module is None or not (_name == "__main__" or _name.startswith("services.")):
-        continue
-    for _value in list(vars(_module).values()):
-        if isinstance(_value, type):
-            if callable(vars(_value).get("changes")):
-                _value.changes = lambda self: []
-            if callable(vars(_value).get("refresh")):
-                _value.refresh = _early(vars(_value)["refresh"])
+rewrite_harness_method("refresh", _early)
 
 
 class ModelNew(nn.Module):

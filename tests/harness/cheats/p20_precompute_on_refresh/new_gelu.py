@@ -5,10 +5,11 @@ counter, and blinds the identity snapshot; the timed call only looks the answer 
 answer is right, it was just computed outside the timed interval."""
 
 import math
-import sys
 
 import torch
 import torch.nn as nn
+
+from tests.harness.route_rewrites import rewrite_harness_method
 
 
 def _gelu(x: torch.Tensor) -> torch.Tensor:
@@ -28,15 +29,7 @@ def _early(refresh):
     return refresh_and_answer
 
 
-for _name, _module in list(sys.modules.items()):
-    if _module is None or not (_name == "__main__" or _name.startswith("services.")):
-        continue
-    for _value in list(vars(_module).values()):
-        if isinstance(_value, type):
-            if callable(vars(_value).get("changes")):
-                _value.changes = lambda self: []
-            if callable(vars(_value).get("refresh")):
-                _value.refresh = _early(vars(_value)["refresh"])
+rewrite_harness_method("refresh", _early)
 
 
 class ModelNew(nn.Module):

