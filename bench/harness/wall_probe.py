@@ -7,8 +7,6 @@ usage: python3 bench/harness/wall_probe.py OUT.json [--problems ID ...]
 
 import argparse
 import json
-import mmap
-import os
 import sys
 import time
 from pathlib import Path
@@ -88,11 +86,9 @@ def main() -> None:
     result["copy_out_ms"] = timed(lambda: flat[:largest].copy_(on_device), 3)
     result["copy_in_ms"] = timed(lambda: on_device.copy_(flat[:largest]), 3)
     small = 256 << 20
-    fd2 = os.memfd_create("probe-small", os.MFD_CLOEXEC)
-    os.ftruncate(fd2, small)
+    small_shared = SharedBuffer.sized(SharedBuffer.new_fd(), small)
     t0 = time.perf_counter()
-    flat2 = torch.frombuffer(mmap.mmap(fd2, small), dtype=torch.uint8)
-    torch.cuda.cudart().cudaHostRegister(flat2.data_ptr(), small, 0)
+    flat2 = small_shared.tensor()
     result["pin_256mb_ms"] = (time.perf_counter() - t0) * 1e3
     result["copy_out_chunked_256mb_ms"] = timed(
         lambda: [flat2.copy_(on_device[s : s + small]) for s in range(0, largest - small + 1, small)], 3
