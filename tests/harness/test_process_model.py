@@ -300,12 +300,13 @@ def test_a_chunk_claimed_but_never_written_is_judged_by_its_bytes(rules_path, mo
     assert any(v.startswith("class 2 ") or "class 2 (" in v for v in sub["violations"]), sub["violations"]
 
 
-CPU_DRAW_WINDOW_SLACK_MS = 2.0  # the attack does 5 ms of work a call
+CPU_PREPARE_SLACK_MS = 5.0  # a loaded 2-core CI machine's host work moves by more than the H200's 0.2 ms
 
 
 def _gpu_protocol_on_the_cpu(monkeypatch):
-    """The judge's GPU timed protocol run on the CPU: calibrated with empty timed calls, the seed sent with the
-    "timed" order, the inputs drawn before the go, and the candidate's host timer standing in for the events."""
+    """The judge's GPU timed protocol run on the CPU: calibrated with empty timed calls, the inputs drawn by the judge
+    into a region the candidate maps (a memfd here, device memory on the GPU) after "ready" and before the go, and
+    the candidate's host timer standing in for the events."""
     calibrate = CandidateProcess.calibrate
 
     def and_the_timed_protocol(self):
@@ -314,26 +315,28 @@ def _gpu_protocol_on_the_cpu(monkeypatch):
 
     monkeypatch.setattr(CandidateProcess, "calibrate", and_the_timed_protocol)
     monkeypatch.setattr(_Judge, "time_candidate", _Judge.time_candidate_by_events)
-    # The H200's draws agree within 0.1 ms; a loaded 2-core CI machine's host work moves by more than that.
-    monkeypatch.setattr(verify, "DRAW_WINDOW_SLACK_MS", CPU_DRAW_WINDOW_SLACK_MS)
+    monkeypatch.setattr(verify, "PREPARE_SLACK_MS", CPU_PREPARE_SLACK_MS)
 
 
-def test_work_on_a_timed_calls_inputs_before_the_go_is_named(rules_path, monkeypatch):
-    """p20 and p22 on the H200: the inputs are drawn on the "timed" order, outside the events, and an answer computed
-    then passed (p22 at 48.4x against the honest route's 27.2x: bench/harness/isolation/run13). Here the same
-    protocol on the CPU, with 5 ms of such work a call: the judge's clock over the order, less an empty order's cost
-    and its own time for the same draw, names it."""
+def test_a_timed_calls_inputs_do_not_exist_on_the_candidate_side_before_the_go(rules_path, monkeypatch):
+    """p20 and p22 on the H200: the candidate drew a timed call's inputs on the "timed" order, outside the events, and
+    an answer computed then passed (p22 at 48.4x against the honest route's 27.2x: bench/harness/isolation/run13; a
+    bound on that order's time left a fast precompute under its slack). Now the judge writes them into the memory the
+    candidate maps after its "ready": route code that answers from what the slot held before the go (here the
+    wrapped draw of the warm-up, 5 ms of work a call) answers for the wrong inputs, and the re-check names it."""
     _gpu_protocol_on_the_cpu(monkeypatch)
     doc = smoke(ATTACKS / "precompute_on_refresh", rules_path, "new_gelu", skip_static=True)
     sub = _only(doc, "new_gelu")
     assert not sub["passed"], sub
-    assert any("class 4" in v and "before the call's clock ran" in v for v in sub["violations"]), sub["violations"]
+    assert any("class 4" in v and "does not match the reference" in v for v in sub["violations"]), sub["violations"]
 
 
-def test_an_honest_draw_is_not_named_by_the_draw_window(rules_path, monkeypatch):
+def test_an_honest_route_under_the_gpu_protocol_passes_with_the_judges_inputs(rules_path, monkeypatch):
+    """The judge's draws into the shared region are what the candidate computes on (every re-check matches), and
+    the judge's drawing and flush, with an honest candidate idle meanwhile, is not named."""
     _gpu_protocol_on_the_cpu(monkeypatch)
     doc = smoke(ROUTES / "reference", rules_path, "new_gelu", "log_softmax")
+    assert doc["passed"], doc["reasons"]
     for sub in doc["subtasks"]:
-        assert not any("before the call's clock ran" in v for v in sub["violations"]), sub
         details = doc["details"][sub["id"]]
-        assert details["draw_window_ms"] - details["judge_draw_ms"] < CPU_DRAW_WINDOW_SLACK_MS, details
+        assert details["judge_prepare_ms"] - details["judge_prepare_alone_ms"] < CPU_PREPARE_SLACK_MS, details

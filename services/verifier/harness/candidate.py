@@ -2,7 +2,8 @@
 
 Started by the judge (``verify.CandidateProcess``) as ``python -m services.verifier.harness.candidate``, confined
 (services/common/confine.py: the job user, bubblewrap, cgroup caps); it talks only through the two pipe descriptors
-named in KB_CHANNEL_FDS, the shared buffer (KB_SHARED_FD) and the stamped socket (KB_STAMPED_FD). It is started
+named in KB_CHANNEL_FDS, the shared buffer (KB_SHARED_FD), the stamped socket (KB_STAMPED_FD) and the handover
+socket (KB_HANDOVER_FD: the memory the judge draws a GPU timed call's inputs into, shared_inputs.py). It is started
 while the judge still times the references: it loads its interpreter and torch, then waits for the judge's
 ``references_done`` before it starts CUDA; the route's directory goes on its path at the first ``load``.
 Everything here runs next to route code and may be rewritten by it: nothing it reports is believed without a check
@@ -28,6 +29,7 @@ from services.verifier.harness.channel import Channel, SharedBuffer, StampedChan
 from services.verifier.harness.device import CpuKit, GpuKit
 from services.verifier.harness.draws import draw, into_slot, randomize
 from services.verifier.harness.recorder import OpRecorder, launched_kernels
+from services.verifier.harness.shared_inputs import InputRegion, recv_region
 
 
 def tensor_header(out) -> dict:
@@ -56,9 +58,12 @@ class Runner:
         shape: str,
         shared: SharedBuffer,
         stamped: StampedChannel | None = None,
+        handover: socket.socket | None = None,
     ):
         self.channel = channel
         self.stamped = stamped
+        self.handover = handover
+        self.regions: list[InputRegion] = []  # the judge's memory this problem's timed slots are views of
         self.shared = shared.tensor()
         self.device = device
         self.shape = shape
@@ -139,6 +144,9 @@ class Runner:
         self.model = self.default_model = None
         self.slots = {}
         self.output = None
+        for region in self.regions:  # the last problem's timed inputs
+            region.close()
+        self.regions = []
         route_dir = os.environ["KB_ROUTE_DIR"]
         if route_dir not in sys.path:  # its own modules, behind the reference problems; only now, after the calibration
             sys.path.insert(sys.path.index(os.environ["KB_PROBLEMS_ROOT"]) + 1, route_dir)
@@ -227,9 +235,17 @@ class Runner:
             names = launched_kernels(lambda: self.model(*inputs))
         self.channel.send({"ok": True, "kernels": names[:2000], **self.facts()})
 
+    def inputs(self, order: dict) -> None:
+        """Maps the memory the judge draws one timed slot's inputs into (its descriptor comes on the handover
+        socket): the slot's tensors are views of it from now on."""
+        region = InputRegion.open(recv_region(self.handover), int(order["size"]), order["places"], self.device)
+        self.regions.append(region)
+        self.slots[order["slot"]] = region.tensors
+        self.channel.send({"ok": True})
+
     def refresh(self, order: dict) -> list:
-        """The slot's tensors get the contents drawn from this call's seed, in place: every timed call is handed
-        the same pointers with new contents and a bumped version counter, rechecked or not."""
+        """The slot's tensors get the contents drawn from this call's seed, in place (the warm-up's calls, and the CPU
+        profile's timed calls, whose seed comes with the go)."""
         fresh = draw(self.problem, self.problem_id, self.shape, self.device, int(order["seed"]), True)
         return into_slot(self.slots, order["slot"], fresh)
 
@@ -251,7 +267,7 @@ class Runner:
 
             self.answer_stamped(prepare)
             return
-        inputs = self.refresh(order)
+        inputs = self.slots[order["slot"]]  # the judge writes them after "ready", before the go
         self.output = None
         threads = integrity.active_threads()
         self.output = self.time_on_go(lambda: self.model(*inputs))
@@ -309,6 +325,7 @@ class Runner:
             "keep": self.keep,
             "drop": self.drop,
             "chunk": self.chunk,
+            "inputs": self.inputs,
         }
         while True:
             order, _ = self.channel.recv()
@@ -345,7 +362,8 @@ def main() -> None:
     stamped = None
     if os.environ.get("KB_STAMPED_FD"):
         stamped = StampedChannel(socket.socket(fileno=int(os.environ["KB_STAMPED_FD"])))
-    runner = Runner(channel, device, os.environ.get("KB_SHAPE", "smoke"), shared, stamped)
+    handover = socket.socket(fileno=int(os.environ["KB_HANDOVER_FD"]))
+    runner = Runner(channel, device, os.environ.get("KB_SHAPE", "smoke"), shared, stamped, handover)
     channel.send({"ok": True})
     runner.serve()
 
