@@ -173,8 +173,7 @@ def judge(out: Path, calls: int, device_name: str) -> dict:
         storage = sample[0].untyped_storage()
         try:
             shared = storage._share_cuda_()
-            args = [shared[0], base64.b64encode(shared[1]).decode(), shared[2], shared[3],
-                    base64.b64encode(shared[4]).decode(), shared[5], base64.b64encode(shared[6]).decode(), shared[7]]  # fmt: skip
+            args = [base64.b64encode(v).decode() if isinstance(v, bytes) else v for v in shared]
             report["legacy_ipc"] = ask({"op": "legacy", "args": args})
         except Exception as err:  # noqa: BLE001
             report["legacy_ipc"] = {"ok": False, "error": f"judge: {type(err).__name__}: {err}"[:400]}
