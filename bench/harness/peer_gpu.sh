@@ -45,6 +45,7 @@ check tests/harness/cheats/p21_graph_hidden_library new_gelu
 check kernels/triton layer_norm
 check tests/harness/cheats/p22_precompute_then_copy layer_norm
 check tests/harness/cheats/p23_spin_for_inputs new_gelu
+check tests/harness/cheats/p24_poll_for_inputs new_gelu
 check tests/harness/cheats/c05_side_stream new_gelu
 check tests/harness/cheats/c07_l2_persisting new_gelu
 check tests/harness/cheats/p16_l2_persisting_window layer_norm

@@ -2,7 +2,8 @@
 of it so that it shows on a loaded machine). Route code wraps the runner's ``refresh`` so that the answer is computed,
 5 ms sleep included, as soon as the inputs exist, keyed on the slot's pointer and version counter, and blinds the
 identity snapshot; ``forward`` only looks the answer up. Drawn on the judge's "timed" order, before the go, the work
-was outside every clock; drawn from the seed the go carries, it is inside the judge's."""
+was outside every clock; drawn from the seed the go carries, it is inside the judge's; under the GPU's protocol the
+judge writes the inputs after the candidate's ready, and the answers worked out on the warm-up's draws are wrong."""
 
 import math
 import time

@@ -1,8 +1,10 @@
 """Peer cheat, work before the clock starts: the candidate side draws a timed call's inputs on the judge's "timed"
 order, and the clock (the judge's on the CPU, the events on the GPU) starts only at the go. This route wraps the
 harness's refresh to compute the output as soon as the inputs are drawn, keyed on the slot's pointer and version
-counter, and blinds the identity snapshot; the timed call only looks the answer up. Every re-check passes: the
-answer is right, it was just computed outside the timed interval."""
+counter, and blinds the identity snapshot; the timed call only looks the answer up. Every re-check passed while
+the candidate drew the inputs before the go. Now the CPU's go carries the seed (the draw is inside the judge's clock)
+and the GPU's inputs are written by the judge after the candidate's ready (the wrapped draw runs only in the warm-up,
+whose answers do not fit the timed calls' inputs)."""
 
 import math
 

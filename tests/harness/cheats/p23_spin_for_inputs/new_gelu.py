@@ -1,6 +1,6 @@
 """Peer cheat, looking for the inputs before the go (GPU only): since the judge draws a timed call's inputs into
 memory the candidate maps just before its go, route code that wants them early must watch that memory from the
-device. Here the runner's ``timed`` is wrapped (the identity snapshot blinded): before the candidate says it is
+device. Here the runner's ``time_on_go`` is wrapped (the identity snapshot blinded): before the candidate says it is
 ready, a Triton kernel is launched that spins on the slot's first and last elements until the judge has written
 new ones, then computes the answer into a buffer of its own; the runner's synchronize before "ready" is skipped once,
 so that the kernel is still running when the judge draws. ``forward`` hands back a copy of that answer. Every
@@ -37,10 +37,12 @@ def _gelu_once_written(x_ptr, out_ptr, n, old_first, old_last, limit, BLOCK: tl.
         tl.store(out_ptr + offsets, y, mask=mask)
 
 
-def _early(timed):
-    def timed_after_watching(self, order):
-        inputs = self.slots.get(order.get("slot"))
-        if self.device.type == "cuda" and inputs is not None and not order.get("stamped"):
+def _early(time_on_go):
+    def watch_then_time(self, run):
+        # The timed call's inputs, from the call ``run`` closes over (the runner's dispatch table holds its own
+        # methods, so the wrapped method is the one looked up per call).
+        inputs = next((c.cell_contents for c in run.__closure__ or () if isinstance(c.cell_contents, list)), None)
+        if self.device.type == "cuda" and inputs:
             x = inputs[0].reshape(-1)
             out = _early_answer.setdefault(x.data_ptr(), torch.empty_like(x))
             programs = 4 * torch.cuda.get_device_properties(x.device).multi_processor_count
@@ -52,12 +54,12 @@ def _early(timed):
                 self.kit.sync = real_sync
 
             self.kit.sync = skip_once
-        return timed(self, order)
+        return time_on_go(self, run)
 
-    return timed_after_watching
+    return watch_then_time
 
 
-rewrite_harness_method("timed", _early)
+rewrite_harness_method("time_on_go", _early)
 
 
 class ModelNew(nn.Module):
