@@ -204,9 +204,10 @@ def test_p21_a_library_call_is_named_where_it_runs_eagerly(tmp_path):
 def test_p22_an_answer_precomputed_on_the_draw_gains_nothing_where_the_seed_comes_with_the_go(tmp_path):
     """p20 handing back a copy of its precomputed answer, which on the GPU cost about the floor while the candidate
     drew a timed call's inputs before the go (48.4x: cheats README; the GPU's protocol now: test_process_model.py::
-    test_a_timed_calls_inputs_do_not_exist_on_the_candidate_side_before_the_go). On the CPU the seed of a timed call's inputs comes with the go: the wrapped draw, and the
-    precompute with it, run inside the judge's clock: neutralised, or named by it (class 6) where the precompute
-    (the project's kernel, interpreted here) takes far longer than the call the candidate reports."""
+    test_a_timed_calls_inputs_do_not_exist_on_the_candidate_side_before_the_go). On the CPU the seed of a timed
+    call's inputs comes with the go: the wrapped draw, and the precompute with it, run inside the judge's clock:
+    neutralised, or named by it (class 6) where the precompute (the project's kernel, interpreted here) takes far
+    longer than the call the candidate reports."""
     _assert_named_or_neutralised(*_check("p22_precompute_then_copy", "layer_norm", tmp_path), 4, 6)
 
 

@@ -240,7 +240,8 @@ class Runner:
         socket): the slot's tensors are views of it from now on."""
         if self.device.type == "cuda" and not self.regions:
             # The correctness calls' inputs and outputs, cached by torch's allocator: at full shapes gigabytes the
-            # regions would come on top of (the card's peak rose from 122 to 136 GB of 143: isolation, run17).
+            # regions would come on top of (the card's peak: 136 GB of 143 without this, 103 GB with it; bench/harness/
+            # isolation, run20).
             torch.cuda.empty_cache()
         region = InputRegion.open(recv_region(self.handover), int(order["size"]), order["places"], self.device)
         self.regions.append(region)
