@@ -5,13 +5,15 @@ views of it: the same pointers on every timed call, new contents that nothing on
 
 The memory is a file descriptor the judge creates and hands over on a Unix socket (``send_region``/``recv_region``,
 SCM_RIGHTS): on the GPU a CUDA virtual-memory allocation exported as a POSIX descriptor (``cuMemCreate`` with
-``CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR``), which crosses bubblewrap's PID namespace and the uid drop where the
-legacy ``cudaIpcGetMemHandle`` needs both processes to see each other's pids; on the CPU a memfd. The judge never
-reads what the candidate may have written there: its references are computed from its own draw.
+``CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR``), which maps across bubblewrap's PID namespace and the uid drop (torch's
+legacy ``cudaIpcGetMemHandle`` does not there: "mapping of buffer object failed", bench/harness/isolation/run16); on
+the CPU a memfd. The judge never reads what the candidate may have written there: its references are computed from
+its own draw.
 """
 
 import ctypes
 import fcntl
+import math
 import mmap
 import os
 import socket
@@ -189,8 +191,9 @@ class _HostRegion:
         return cls(fd, size)
 
     def close(self) -> None:
-        self.flat = None
-        self.map.close()
+        # Not mmap.close(): torch's views do not pin the mapping, and a view route code still holds would read
+        # unmapped memory. The mapping goes with the last view (each holds the mmap object).
+        self.flat = self.map = None
         os.close(self.fd)
 
 
@@ -205,15 +208,13 @@ def layout(inputs: list) -> list[dict]:
     return places
 
 
+def _place_bytes(place: dict) -> int:
+    return math.prod(place["shape"]) * torch.empty((), dtype=getattr(torch, place["dtype"])).element_size()
+
+
 def region_bytes(places: list[dict]) -> int:
-    last = places[-1] if places else None
-    if last is None:
-        return ALIGN
-    dtype = getattr(torch, last["dtype"])
-    count = 1
-    for dim in last["shape"]:
-        count *= dim
-    return _round_up(last["offset"] + count * torch.empty((), dtype=dtype).element_size(), ALIGN)
+    """The bytes a region laid out by ``places`` needs."""
+    return _round_up(places[-1]["offset"] + _place_bytes(places[-1]), ALIGN) if places else ALIGN
 
 
 class InputRegion:
@@ -223,13 +224,9 @@ class InputRegion:
         self.region, self.places = region, places
         self.tensors = []
         for place in places:
-            dtype = getattr(torch, place["dtype"])
-            count = 1
-            for dim in place["shape"]:
-                count *= dim
-            nbytes = count * torch.empty((), dtype=dtype).element_size()
             start = place["offset"]
-            self.tensors.append(region.flat[start : start + nbytes].view(dtype).view(place["shape"]))
+            view = region.flat[start : start + _place_bytes(place)]
+            self.tensors.append(view.view(getattr(torch, place["dtype"])).view(place["shape"]))
 
     @property
     def fd(self) -> int:
