@@ -137,6 +137,22 @@ class Runner:
         else:
             self.send_output(self.echo_buffer)
 
+    def draw_cost(self, order: dict) -> None:
+        """What drawing a problem's timed inputs into a slot costs this process (the least of ``tries``): the judge
+        asks before any route code is imported, and takes it off the CPU profile's timed calls, whose draw is inside
+        its clock."""
+        problem_id = order["problem"]
+        problem = importlib.import_module("kernels.problems").load(problem_id)
+        slots: dict = {}
+        into_slot(slots, 0, draw(problem, problem_id, self.shape, self.device, 0, True))  # the slot, as in warm-up
+        took = []
+        for seed in range(1, int(order["tries"]) + 1):
+            began = time.perf_counter()
+            into_slot(slots, 0, draw(problem, problem_id, self.shape, self.device, seed, True))
+            self.kit.sync()
+            took.append((time.perf_counter() - began) * 1e3)
+        self.channel.send({"ok": True, "ms": min(took)})
+
     def load(self, order: dict) -> None:
         self.problem_id = order["problem"]
         self.problem = importlib.import_module("kernels.problems").load(self.problem_id)
@@ -331,6 +347,7 @@ class Runner:
             "drop": self.drop,
             "chunk": self.chunk,
             "inputs": self.inputs,
+            "draw_cost": self.draw_cost,
         }
         while True:
             order, _ = self.channel.recv()

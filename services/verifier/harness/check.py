@@ -157,6 +157,7 @@ def run_check(
         hidden=tuple(private_dirs(metrics_path)),
         caps=candidate_caps(device_name),
         profile=kit.profile,
+        problem_ids=tuple(submitted),
     )
     candidates = Candidates(ctx, setup, workdir)
     references = {}

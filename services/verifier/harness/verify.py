@@ -280,6 +280,7 @@ class CandidateSetup:
     hidden: tuple[str, ...]  # the judge's files: the metrics file's directory, KB_HOME, tokens
     caps: Caps
     profile: str  # gpu | cpu
+    problem_ids: tuple[str, ...] = ()  # the problems the candidate will be asked to run (the CPU profile's draw costs)
 
 
 class CandidateProcess:
@@ -526,6 +527,16 @@ class CandidateProcess:
         (small, fixed), (large, most) = sorted(least.items())
         self.stamped_ms_per_byte = max(most - fixed, 0.0) / (large - small)
         self.stamped_fixed_ms = fixed - small * self.stamped_ms_per_byte
+        # What drawing each problem's inputs costs the candidate's own process, which draws them inside the judge's
+        # clock: measured there (the least of several draws), where the judge's own draw in another process can be
+        # slower (a judge inside a busier process measured every call of tiny problems as 0 ms).
+        self.draw_ms = {}
+        for problem_id in self.setup.problem_ids:
+            header, _ = self.ask({"op": "draw_cost", "problem": problem_id, "tries": CALIBRATION_PINGS}, deadline)
+            cost = header.get("ms")
+            if not (isinstance(cost, (int, float)) and math.isfinite(cost) and cost >= 0):
+                raise CandidateDied(self._died(f"answered the draw's calibration with {header}"[:300]))
+            self.draw_ms[problem_id] = float(cost)
 
     def stamped_channel_ms(self, nbytes: int) -> float:
         """What a CPU timed call with an output of ``nbytes`` costs without the call."""
@@ -921,19 +932,18 @@ class _Judge:
         copy) and a slowed candidate-side clock are inside it and gain nothing. The go carries the seed of the
         call's inputs, so that no work on them can be done before the clock runs (p20: route code that computed the
         answer when the inputs were drawn on an earlier order); the candidate draws them inside the clock, and the
-        judge takes off what the same draw into its own buffers took it. Every output comes back with its call and is
-        re-checked. The candidate's own report only names class 6 where it disagrees grossly with the judge's clock."""
+        judge takes off what the same draw cost the candidate before route code was imported (the least of several).
+        Every output comes back with its call and is re-checked. The candidate's own report only names class 6 where it
+        disagrees grossly with the judge's clock."""
         ctx = self.ctx
         warm = [[i % TIMING_POOL, _seed()] for i in range(max(ctx.warmup, TIMING_POOL))]
         self.ask({"op": "warmup", "calls": warm})
         channel_ms = self.candidate.stamped_channel_ms(self.ref.output_bytes)
-        judged_ms, reported_wall, draw_ms = [], [], []
-        slots: dict = {}  # the judge's own slot, drawn into as the candidate's refresh does
+        draw_ms = self.candidate.draw_ms[self.id]
+        judged_ms, reported_wall = [], []
         for i in range(ctx.runs):
             seed = _seed()
-            began = time.perf_counter()
-            inputs = draws.into_slot(slots, 0, draw(self.problem, self.id, ctx, seed, canaries=True))
-            draw_ms.append((time.perf_counter() - began) * 1e3)
+            inputs = draw(self.problem, self.id, ctx, seed, canaries=True)
             expected = _call(self.ref.model, inputs)
             self.ask({"op": "timed", "slot": i % TIMING_POOL, "stamped": True})
             nbytes = expected.numel() * expected.element_size()
@@ -956,12 +966,12 @@ class _Judge:
                     f"class 4 (caching/replay): timed run {i}, whose inputs were fresh like every timed run's, does "
                     f"not match the reference; {fault}"
                 )
-            judged_ms.append(max(took - channel_ms - draw_ms[-1], 0.0))
+            judged_ms.append(max(took - channel_ms - draw_ms, 0.0))
             reported_wall.append(float(wall))
         self.check_facts(self.ask({"op": "ping", "facts": True})[0])
         self.result.details.update(
             judge_channel_ms=channel_ms,
-            judge_draw_ms=Timing.median(draw_ms),
+            candidate_draw_ms=draw_ms,
             candidate_reported_ms=Timing.median(reported_wall),
         )
         self.check_judges_clock(reported_wall, judged_ms, [])
