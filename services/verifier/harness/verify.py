@@ -236,6 +236,7 @@ class Reference:
     timing: Timing | None = None
     output_bytes: int = 0  # the size of one output, the most a candidate's copy may hold
     fill_ms: float = 0.0  # drawing one timed call's inputs into buffers the judge holds (median), no route code about
+    input_places: list[dict] = field(default_factory=list)  # the inputs' layout in a timed slot's region (GPU)
 
 
 def prepare_reference(ctx: Context, problem_id: str) -> Reference:
@@ -269,6 +270,7 @@ def time_reference(ctx: Context, ref: Reference) -> Timing:
         device_ms.append(event)
         wall_ms.append(wall)
     ref.fill_ms = Timing.median(fill_ms)  # what the judge's own draw into a candidate's slot costs (check_prepare)
+    ref.input_places = layout(inputs)
     return Timing(device_ms, wall_ms)
 
 
@@ -831,12 +833,10 @@ class _Judge:
         timed call are drawn by the judge into one of two regions of device memory the candidate maps as its slots,
         after the candidate said it was ready and before the L2 flush and the go (check_prepare bounds what the
         candidate may do on the device meanwhile)."""
-        ctx = self.ctx
-        places = layout(draw(self.problem, self.id, ctx, _seed(), canaries=True))
         regions = []
         try:
             for slot in range(TIMING_POOL):
-                regions.append(self.share_inputs(slot, places))
+                regions.append(self.share_inputs(slot, self.ref.input_places))
             return self.time_calls_by_events(regions)
         finally:
             for region in regions:
