@@ -4,7 +4,8 @@ Each module follows the KernelBench convention -- ``Model``, ``get_inputs()``, `
 
 - ``KERNELBENCH_NAME``: the KernelBench level-1 file the problem comes from.
 - ``SHAPES``: ``{"full": {...}, "smoke": {...}}``; full is KernelBench's shape, smoke a small awkward one for CPU tests.
-- ``get_inputs(shape="full", device="cpu", generator=None)``: fresh random inputs as the benchmark draws them.
+- ``get_inputs(shape="full", device="cpu", generator=None, into=None)``: fresh random inputs as the benchmark draws
+  them; ``into``, the tensors of an earlier draw, to draw into in place instead (the same values, ``_draw``).
 - ``get_init_inputs(shape="full")``: the constructor's arguments, the same for ``Model`` and a route's ``ModelNew``.
 - ``H200_MS``: eager, torch.compile and bandwidth-floor milliseconds measured on the pinned H200 (BENCHMARK.md).
 - ``floor_bytes(shape)``: the fewest bytes the problem must move (inputs read once, output written once).

@@ -4,7 +4,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from kernels.problems._draw import numel, rand
+from kernels.problems._draw import numel, rand, slot
 
 KERNELBENCH_NAME = "95_CrossEntropyLoss"
 SHAPES = {"full": {"batch": 32768, "classes": 4096}, "smoke": {"batch": 33, "classes": 100}}
@@ -19,10 +19,10 @@ class Model(nn.Module):
         return F.cross_entropy(predictions, targets)
 
 
-def get_inputs(shape="full", device="cpu", generator=None):
+def get_inputs(shape="full", device="cpu", generator=None, into=None):
     s = SHAPES[shape]
-    predictions = rand(s["batch"], s["classes"], device=device, generator=generator)
-    targets = torch.randint(0, s["classes"], (s["batch"],), device=device, generator=generator)
+    predictions = rand(s["batch"], s["classes"], device=device, generator=generator, out=slot(into, 0))
+    targets = torch.randint(0, s["classes"], (s["batch"],), device=device, generator=generator, out=slot(into, 1))
     return [predictions, targets]
 
 

@@ -3,7 +3,7 @@
 import torch
 import torch.nn as nn
 
-from kernels.problems._draw import numel, rand
+from kernels.problems._draw import numel, rand, slot
 
 KERNELBENCH_NAME = "91_cumsum_reverse"
 SHAPES = {"full": {"batch": 32768, "dim": 32768}, "smoke": {"batch": 5, "dim": 300}}
@@ -19,9 +19,9 @@ class Model(nn.Module):
         return torch.cumsum(x.flip(self.dim), dim=self.dim).flip(self.dim)
 
 
-def get_inputs(shape="full", device="cpu", generator=None):
+def get_inputs(shape="full", device="cpu", generator=None, into=None):
     s = SHAPES[shape]
-    return [rand(s["batch"], s["dim"], device=device, generator=generator)]
+    return [rand(s["batch"], s["dim"], device=device, generator=generator, out=slot(into, 0))]
 
 
 def get_init_inputs(shape="full"):

@@ -3,7 +3,7 @@
 import torch
 import torch.nn as nn
 
-from kernels.problems._draw import numel, rand
+from kernels.problems._draw import numel, placed, rand, slot
 
 KERNELBENCH_NAME = "100_HingeLoss"
 # targets (batch,) broadcasts along the last dim of predictions (batch, batch), so the two sizes are one.
@@ -19,10 +19,10 @@ class Model(nn.Module):
         return torch.mean(torch.clamp(1 - predictions * targets, min=0))
 
 
-def get_inputs(shape="full", device="cpu", generator=None):
+def get_inputs(shape="full", device="cpu", generator=None, into=None):
     n = SHAPES[shape]["batch"]
-    predictions = rand(n, n, device=device, generator=generator)
-    targets = torch.randint(0, 2, (n,), device=device, generator=generator).float() * 2 - 1
+    predictions = rand(n, n, device=device, generator=generator, out=slot(into, 0))
+    targets = placed(torch.randint(0, 2, (n,), device=device, generator=generator).float() * 2 - 1, into, 1)
     return [predictions, targets]
 
 

@@ -4,7 +4,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from kernels.problems._draw import numel, rand, scale
+from kernels.problems._draw import numel, rand, scale, slot
 
 KERNELBENCH_NAME = "96_HuberLoss"
 SHAPES = {"full": {"batch": 32768, "dim": 32768}, "smoke": {"batch": 40, "dim": 70}}
@@ -19,11 +19,11 @@ class Model(nn.Module):
         return F.smooth_l1_loss(predictions, targets)
 
 
-def get_inputs(shape="full", device="cpu", generator=None):
+def get_inputs(shape="full", device="cpu", generator=None, into=None):
     s = SHAPES[shape]
     factor = scale(device=device, generator=generator)
-    predictions = rand(s["batch"], s["dim"], device=device, generator=generator) * factor
-    targets = rand(s["batch"], s["dim"], device=device, generator=generator)
+    predictions = rand(s["batch"], s["dim"], device=device, generator=generator, out=slot(into, 0)).mul_(factor)
+    targets = rand(s["batch"], s["dim"], device=device, generator=generator, out=slot(into, 1))
     return [predictions, targets]
 
 

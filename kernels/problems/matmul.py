@@ -3,7 +3,7 @@
 import torch
 import torch.nn as nn
 
-from kernels.problems._draw import rand
+from kernels.problems._draw import rand, slot
 
 KERNELBENCH_NAME = "1_Square_matrix_multiplication_"
 SHAPES = {"full": {"N": 4096}, "smoke": {"N": 67}}
@@ -18,9 +18,12 @@ class Model(nn.Module):
         return torch.matmul(A, B)
 
 
-def get_inputs(shape="full", device="cpu", generator=None):
+def get_inputs(shape="full", device="cpu", generator=None, into=None):
     n = SHAPES[shape]["N"]
-    return [rand(n, n, device=device, generator=generator), rand(n, n, device=device, generator=generator)]
+    return [
+        rand(n, n, device=device, generator=generator, out=slot(into, 0)),
+        rand(n, n, device=device, generator=generator, out=slot(into, 1)),
+    ]
 
 
 def get_init_inputs(shape="full"):

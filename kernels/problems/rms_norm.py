@@ -3,7 +3,7 @@
 import torch
 import torch.nn as nn
 
-from kernels.problems._draw import numel, rand
+from kernels.problems._draw import numel, rand, slot
 
 KERNELBENCH_NAME = "36_RMSNorm_"
 SHAPES = {
@@ -24,9 +24,11 @@ class Model(nn.Module):
         return x / rms
 
 
-def get_inputs(shape="full", device="cpu", generator=None):
+def get_inputs(shape="full", device="cpu", generator=None, into=None):
     s = SHAPES[shape]
-    return [rand(s["batch"], s["features"], s["dim1"], s["dim2"], device=device, generator=generator)]
+    return [
+        rand(s["batch"], s["features"], s["dim1"], s["dim2"], device=device, generator=generator, out=slot(into, 0))
+    ]
 
 
 def get_init_inputs(shape="full"):

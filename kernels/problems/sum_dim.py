@@ -3,7 +3,7 @@
 import torch
 import torch.nn as nn
 
-from kernels.problems._draw import numel, rand
+from kernels.problems._draw import numel, rand, slot
 
 KERNELBENCH_NAME = "47_Sum_reduction_over_a_dimension"
 SHAPES = {"full": {"batch": 128, "dim1": 4096, "dim2": 4095}, "smoke": {"batch": 3, "dim1": 50, "dim2": 37}}
@@ -19,9 +19,9 @@ class Model(nn.Module):
         return torch.sum(x, dim=self.dim, keepdim=True)
 
 
-def get_inputs(shape="full", device="cpu", generator=None):
+def get_inputs(shape="full", device="cpu", generator=None, into=None):
     s = SHAPES[shape]
-    return [rand(s["batch"], s["dim1"], s["dim2"], device=device, generator=generator)]
+    return [rand(s["batch"], s["dim1"], s["dim2"], device=device, generator=generator, out=slot(into, 0))]
 
 
 def get_init_inputs(shape="full"):

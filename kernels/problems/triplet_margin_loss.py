@@ -3,7 +3,7 @@
 import torch
 import torch.nn as nn
 
-from kernels.problems._draw import numel, rand, scale
+from kernels.problems._draw import numel, rand, scale, slot
 
 KERNELBENCH_NAME = "99_TripletMarginLoss"
 SHAPES = {"full": {"batch": 32768, "dim": 8192}, "smoke": {"batch": 20, "dim": 72}}
@@ -19,12 +19,12 @@ class Model(nn.Module):
         return self.loss_fn(anchor, positive, negative)
 
 
-def get_inputs(shape="full", device="cpu", generator=None):
+def get_inputs(shape="full", device="cpu", generator=None, into=None):
     s = SHAPES[shape]
     factor = scale(device=device, generator=generator)
-    anchor = rand(s["batch"], s["dim"], device=device, generator=generator) * factor
-    positive = rand(s["batch"], s["dim"], device=device, generator=generator)
-    negative = rand(s["batch"], s["dim"], device=device, generator=generator)
+    anchor = rand(s["batch"], s["dim"], device=device, generator=generator, out=slot(into, 0)).mul_(factor)
+    positive = rand(s["batch"], s["dim"], device=device, generator=generator, out=slot(into, 1))
+    negative = rand(s["batch"], s["dim"], device=device, generator=generator, out=slot(into, 2))
     return [anchor, positive, negative]
 
 

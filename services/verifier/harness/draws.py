@@ -12,25 +12,23 @@ def seeded(device: torch.device, seed: int) -> torch.Generator:
     return generator
 
 
-def draw(problem, problem_id: str, shape: str, device: torch.device, seed: int, canaries: bool) -> list:
-    """One call's inputs; set 0 of the correctness runs is plain, the others (and every timed call) carry canaries."""
+def draw(
+    problem, problem_id: str, shape: str, device: torch.device, seed: int, canaries: bool, into: list | None = None
+) -> list:
+    """One call's inputs; set 0 of the correctness runs is plain, the others (and every timed call) carry canaries.
+    ``into``: the tensors of an earlier draw of the problem, drawn into in place (the same values as a fresh draw)."""
     generator = seeded(device, seed)
-    inputs = problem.get_inputs(shape, device=device, generator=generator)
+    inputs = problem.get_inputs(shape, device=device, generator=generator, into=into)
     if canaries:
         add_canaries(problem_id, inputs, generator)
     return inputs
 
 
-def into_slot(slots: dict, key, fresh: list) -> list:
-    """A timed call's inputs: the slot's tensors with the fresh draw's contents copied in (the same pointers, new
-    contents, a bumped version counter: nothing about them tells one call from another), or the fresh draw itself
-    where the slot is new."""
-    slot = slots.setdefault(key, fresh)
-    if slot is not fresh:
-        for target, source in zip(slot, fresh, strict=True):
-            if isinstance(target, torch.Tensor):
-                target.copy_(source)
-    return slot
+def into_slot(slots: dict, key, problem, problem_id: str, shape: str, device: torch.device, seed: int) -> list:
+    """A timed call's inputs, drawn from ``seed`` into the slot's tensors in place (the same pointers, new contents, a
+    bumped version counter: nothing about them tells one call from another), or fresh where the slot is new."""
+    slots[key] = draw(problem, problem_id, shape, device, seed, True, into=slots.get(key))
+    return slots[key]
 
 
 def randomize(model: torch.nn.Module, seed: int) -> None:

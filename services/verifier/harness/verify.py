@@ -196,8 +196,8 @@ def _seed() -> int:
     return secrets.randbits(63)
 
 
-def draw(problem, problem_id: str, ctx: Context, seed: int, canaries: bool) -> list:
-    return draws.draw(problem, problem_id, ctx.shape, ctx.device, seed, canaries)
+def draw(problem, problem_id: str, ctx: Context, seed: int, canaries: bool, into: list | None = None) -> list:
+    return draws.draw(problem, problem_id, ctx.shape, ctx.device, seed, canaries, into)
 
 
 def _call(model, inputs: list):
@@ -253,7 +253,7 @@ def time_reference(ctx: Context, ref: Reference) -> Timing:
     slots: dict[int, list] = {}
 
     def refresh(i: int) -> list:
-        return draws.into_slot(slots, i % TIMING_POOL, draw(ref.problem, ref.problem_id, ctx, _seed(), canaries=True))
+        return draws.into_slot(slots, i % TIMING_POOL, ref.problem, ref.problem_id, ctx.shape, ctx.device, _seed())
 
     for i in range(ctx.warmup):
         _call(ref.model, refresh(i))
@@ -861,11 +861,10 @@ class _Judge:
         rechecked = set(secrets.SystemRandom().sample(range(ctx.runs), min(RECHECKS, ctx.runs)))
         device_ms, reported_wall, judged_wall, late, splits, prepare_ms = [], [], [], [], [], []
         for i in range(ctx.runs):
-            slot, drawn = i % TIMING_POOL, []
+            slot, seed = i % TIMING_POOL, _seed()
 
-            def fill(slot=slot, drawn=drawn):  # after the candidate said it is ready, just before the go
-                drawn.append(draw(self.problem, self.id, ctx, _seed(), canaries=True))
-                regions[slot].fill(drawn[0])
+            def fill(slot=slot, seed=seed):  # after the candidate said it is ready, just before the go
+                draw(self.problem, self.id, ctx, seed, canaries=True, into=regions[slot].tensors)
 
             self.ask({"op": "timed", "slot": slot})
             done, t0, t1, prepared = self.candidate.timed_go(self.deadline, "timed", fill)
@@ -892,7 +891,9 @@ class _Judge:
             first = chunk_bytes(nbytes, self.candidate.shared.size)  # what crosses before the answer (take_shared)
             copy_ms = 2.0 * first * self.candidate.copy_ms_per_byte + 2 * self.candidate.round_trip_ms
             late.append(((t2 - t1) * 1e3 - copy_ms, float(wall)))
-            expected = _call(self.ref.model, drawn[0])  # the judge's own draw: whatever the candidate wrote over it
+            # Drawn again from the call's seed into the judge's own memory: whatever the candidate wrote over the
+            # region's inputs, the reference sees what the judge drew.
+            expected = _call(self.ref.model, draw(self.problem, self.id, ctx, seed, canaries=True))
             out, fault = self.received(header, payload, expected)
             fault = fault or self.output_faults(out, expected)
             if fault is not None:
