@@ -2,7 +2,7 @@
 # Issue 13, item 7: where a full check's wall goes and why short problems' times move from check to check, as one
 # device call from the repository root (what the GPU image lacks in $CARRY, as for service_gpu.sh). Steps ($STEPS):
 #   machine  the CPUs, their NUMA nodes, the GPU's local CPUs, the frequency governor
-#   probe    bench/harness/wall_probe.py: CUDA's start, pinning, output crossings, input draws, the flush
+#   probe    bench/harness/wall_probe.py: CUDA's start, the flush, input draws, the output region's crossings
 #   peers    PEERS (default "honest p21_graph_hidden_library") through peer_gpu.sh
 #   profile  one direct full check with the judge under cProfile (judge.prof: where the judge's wall goes)
 #   spread   SPREAD_RUNS checks of the short problems only, unpinned, then as many pinned to PIN_CPUS

@@ -1,6 +1,7 @@
 """Where a full check's wall goes outside the timed calls (issue 13, item 7: 40 s): on the GPU, each step the judge or
-the candidate repeats per problem or per check, timed alone in one process -- CUDA's start, pinning the shared output
-buffer, an output crossing the buffer both ways, a timed call's input draw (draws.draw + into_slot), the L2 flush.
+the candidate repeats per problem or per check, timed alone in one process -- CUDA's start, the L2 flush, a timed
+call's input draw (fresh, fresh and copied into a slot as before 2a108d6, in place into a slot and into shared device
+memory as now), making the output region and an output crossing it both ways (candidate's copy in, judge's copy out).
 
 usage: python3 bench/harness/wall_probe.py OUT.json [--problems ID ...]
 """
@@ -17,8 +18,8 @@ import torch  # noqa: E402
 
 from kernels import problems as registry  # noqa: E402
 from services.verifier.harness import draws  # noqa: E402
-from services.verifier.harness.channel import SharedBuffer  # noqa: E402
 from services.verifier.harness.device import GpuKit  # noqa: E402
+from services.verifier.harness.shared_memory import Region, flat_places, layout  # noqa: E402
 
 
 def timed(run, repeat: int = 1) -> float:
@@ -53,14 +54,21 @@ def main() -> None:
     for problem_id in problems:
         problem = registry.load(problem_id)
         slots: dict = {}
-        draws.into_slot(slots, 0, draws.draw(problem, problem_id, "full", device, 1, True))
+        held = draws.into_slot(slots, 0, problem, problem_id, "full", device, 1)
+        region = Region.create(layout(held), device)
+
+        def then_copy(p=problem, i=problem_id, into=held):  # the slot's draw before 2a108d6
+            for target, source in zip(into, draws.draw(p, i, "full", device, 3, True), strict=True):
+                target.copy_(source)
+
         row = {
             "draw_ms": timed(lambda p=problem, i=problem_id: draws.draw(p, i, "full", device, 2, True), 5),
-            "draw_into_slot_ms": timed(
-                lambda p=problem, i=problem_id, held=slots: draws.into_slot(
-                    held, 0, draws.draw(p, i, "full", device, 3, True)
-                ),
-                5,
+            "draw_then_copy_ms": timed(then_copy, 5),
+            "draw_in_place_ms": timed(
+                lambda p=problem, i=problem_id, s=slots: draws.into_slot(s, 0, p, i, "full", device, 4), 5
+            ),
+            "draw_into_region_ms": timed(
+                lambda p=problem, i=problem_id, r=region: draws.draw(p, i, "full", device, 5, True, into=r.tensors), 5
             ),
         }
         model = problem.Model(*problem.get_init_inputs("full")).to(device).eval()
@@ -69,30 +77,21 @@ def main() -> None:
         row["output_bytes"] = out.numel() * out.element_size()
         largest = max(largest, row["output_bytes"])
         per_problem[problem_id] = row
-        del slots, model, out
+        region.close()
+        del slots, held, model, out
         torch.cuda.empty_cache()
     result["problems"] = per_problem
 
-    fd = SharedBuffer.new_fd()
     t0 = time.perf_counter()
-    shared = SharedBuffer.sized(fd, largest)
-    result["shared_bytes"] = shared.size
-    result["size_ms"] = (time.perf_counter() - t0) * 1e3
-    t0 = time.perf_counter()
-    flat = shared.tensor()
-    result["pin_ms"] = (time.perf_counter() - t0) * 1e3
-    result["pinned"] = shared.pinned
-    on_device = torch.empty(largest, dtype=torch.uint8, device=device)
-    result["copy_out_ms"] = timed(lambda: flat[:largest].copy_(on_device), 3)
-    result["copy_in_ms"] = timed(lambda: on_device.copy_(flat[:largest]), 3)
-    small = 256 << 20
-    small_shared = SharedBuffer.sized(SharedBuffer.new_fd(), small)
-    t0 = time.perf_counter()
-    flat2 = small_shared.tensor()
-    result["pin_256mb_ms"] = (time.perf_counter() - t0) * 1e3
-    result["copy_out_chunked_256mb_ms"] = timed(
-        lambda: [flat2.copy_(on_device[s : s + small]) for s in range(0, largest - small + 1, small)], 3
-    )
+    outputs = Region.create(flat_places(largest), device)
+    result["output_region_bytes"] = outputs.size
+    result["output_region_create_ms"] = (time.perf_counter() - t0) * 1e3
+    memory = outputs.tensors[0]
+    produced = torch.empty(largest, dtype=torch.uint8, device=device)
+    judged = torch.empty(largest, dtype=torch.uint8, device=device)
+    result["candidate_copy_in_ms"] = timed(lambda: memory[:largest].copy_(produced), 3)
+    result["judge_copy_out_ms"] = timed(lambda: judged.copy_(memory[:largest]), 3)
+    outputs.close()
     Path(args.out).write_text(json.dumps(result, indent=1))
     print(json.dumps(result, indent=1))
 

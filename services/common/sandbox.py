@@ -36,8 +36,9 @@ INNER_ROOT = "/var/tmp"  # where the box appears inside the namespaces
 UNSHARE = ("unshare", "--net", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc")
 OUTPUT_TAIL_BYTES = 8000
 MAX_FILE_BYTES = 4 * 1024**3
-# A check's judge shares each output with its candidate through a memfd sized to the largest output judged, and
-# RLIMIT_FSIZE bounds memfds too: the benchmark's largest at full shapes is rms_norm's 7.5 GB.
+# On the CPU profile a check's judge shares outputs with its candidate through a memfd sized to the largest output
+# judged (on the GPU through device memory), and RLIMIT_FSIZE bounds memfds too: the benchmark's largest at full
+# shapes is rms_norm's 7.5 GB.
 MAX_CHECK_FILE_BYTES = 16 * 1024**3
 MAX_OPEN_FILES = 4096
 

@@ -42,4 +42,5 @@ def test_a_slot_keeps_its_tensors_and_bumps_their_version_on_every_draw(problem_
     second = into_slot(slots, 0, problem, problem_id, "smoke", CPU, 2)
     assert all(a is b for a, b in zip(first, second, strict=True))
     assert all(t._version > v for t, v in zip(second, versions, strict=True))
-    assert not all(torch.equal(a, b) for a, b in zip(second, draw(problem, problem_id, "smoke", CPU, 1, True)))
+    earlier = draw(problem, problem_id, "smoke", CPU, 1, True)
+    assert not all(torch.equal(a, b) for a, b in zip(second, earlier, strict=True))

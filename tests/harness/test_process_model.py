@@ -276,25 +276,21 @@ def test_the_candidate_takes_the_device_back_after_the_go_and_before_its_timer_s
     assert recorded.steps == ["sync", "reset_persisting", "ready", "go", "take_device", "timer", "answer"]
 
 
-def test_an_output_larger_than_the_shared_buffer_crosses_it_in_chunks(rules_path, monkeypatch):
-    """On the GPU the buffer is 256 MB and full-shape outputs are up to 7.5 GB; here a 4 KB buffer makes log_softmax's
-    20 KB smoke output cross in ten chunks, through the buffer's two halves in turn. Were any chunk not copied out, or
-    a half overwritten before it was, the judge would compare memory it never wrote or the wrong chunk, and the
-    reference run as a route would fail."""
-    monkeypatch.setenv("KB_SHARED_BUFFER_BYTES", "4096")
-    doc = smoke(ROUTES / "reference", rules_path, "log_softmax")
-    assert doc["passed"], doc["reasons"]
-    details = doc["details"]["log_softmax"]
-    outputs = details["output_chunks"] // 10  # every output of this problem is 20,000 bytes: ten of 2,048 bytes
-    assert details["output_chunks"] == 10 * outputs and outputs >= 5, details
+def test_an_output_larger_than_the_output_region_is_a_wrong_result_with_its_shape_named(rules_path):
+    """The output region holds the largest reference output of the check; a larger output is not copied into it (a
+    failed copy would read as the candidate raising) and the judge names the shape it got against the reference's."""
+    doc = smoke(ATTACKS / "oversized_output", rules_path, "log_softmax", skip_static=True)
+    sub = _only(doc, "log_softmax")
+    assert not sub["passed"], sub
+    (violation,) = sub["violations"]
+    assert violation.startswith("class 2 (partial work or wrong result): output is (5, 1048576) float32"), violation
 
 
-def test_a_chunk_claimed_but_never_written_is_judged_by_its_bytes(rules_path, monkeypatch):
-    """Hostile answers to the judge's chunk orders: every chunk after the first is claimed with the right count and
-    never written, so the buffer holds stale bytes. The judge compares what it copied out and names class 2; the
-    check goes on to its verdict."""
-    monkeypatch.setenv("KB_SHARED_BUFFER_BYTES", "4096")
-    doc = smoke(ATTACKS / "stale_chunks", rules_path, "log_softmax", skip_static=True)
+def test_an_output_claimed_but_never_written_is_judged_by_the_bytes_the_judge_copies_out(rules_path):
+    """Hostile hand-overs: every output is announced with the right byte count and never written into the judge's
+    memory, so the region holds nothing or an earlier output. The judge compares what it copied out and names class
+    2; the check goes on to its verdict."""
+    doc = smoke(ATTACKS / "unwritten_output", rules_path, "log_softmax", skip_static=True)
     sub = _only(doc, "log_softmax")
     assert not sub["passed"], sub
     assert any(v.startswith("class 2 ") or "class 2 (" in v for v in sub["violations"]), sub["violations"]

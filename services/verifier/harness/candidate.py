@@ -2,8 +2,8 @@
 
 Started by the judge (``verify.CandidateProcess``) as ``python -m services.verifier.harness.candidate``, confined
 (services/common/confine.py: the job user, bubblewrap, cgroup caps); it talks only through the two pipe descriptors
-named in KB_CHANNEL_FDS, the shared buffer (KB_SHARED_FD), the stamped socket (KB_STAMPED_FD) and the handover
-socket (KB_HANDOVER_FD: the memory the judge draws a GPU timed call's inputs into, shared_inputs.py). It is started
+named in KB_CHANNEL_FDS, the stamped socket (KB_STAMPED_FD) and the handover socket (KB_HANDOVER_FD: the memory the
+judge makes for outputs and draws a GPU timed call's inputs into, shared_memory.py). It is started
 while the judge still times the references: it loads its interpreter and torch, then waits for the judge's
 ``references_done`` before it starts CUDA; the route's directory goes on its path at the first ``load``.
 Everything here runs next to route code and may be rewritten by it: nothing it reports is believed without a check
@@ -25,11 +25,11 @@ import time
 import torch
 
 from services.verifier.harness import integrity
-from services.verifier.harness.channel import Channel, SharedBuffer, StampedChannel, chunk_bytes
+from services.verifier.harness.channel import Channel, StampedChannel
 from services.verifier.harness.device import CpuKit, GpuKit
 from services.verifier.harness.draws import draw, into_slot, randomize
 from services.verifier.harness.recorder import OpRecorder, launched_kernels
-from services.verifier.harness.shared_inputs import InputRegion, recv_region
+from services.verifier.harness.shared_memory import Region, flat_places, recv_region
 
 
 def tensor_header(out) -> dict:
@@ -56,15 +56,15 @@ class Runner:
         channel: Channel,
         device: torch.device,
         shape: str,
-        shared: SharedBuffer,
+        outputs: Region,
         stamped: StampedChannel | None = None,
         handover: socket.socket | None = None,
     ):
         self.channel = channel
         self.stamped = stamped
         self.handover = handover
-        self.regions: list[InputRegion] = []  # the judge's memory this problem's timed slots are views of
-        self.shared = shared.tensor()
+        self.regions: list[Region] = []  # the judge's memory this problem's timed slots are views of
+        self.output_memory = outputs.tensors[0]  # the judge's memory every output is handed over through
         self.device = device
         self.shape = shape
         self.kit = GpuKit(device, l2_flush=False) if device.type == "cuda" else CpuKit(device)
@@ -75,7 +75,6 @@ class Runner:
         self.default_model = None
         self.slots: dict[int, list] = {}
         self.output = None
-        self.handing_over = None  # the bytes of the output last sent that did not fit the shared buffer
         self.echo_buffer = None
         self.threads_grew = False
 
@@ -103,22 +102,12 @@ class Runner:
             self.channel.send(header)
             return
         flat = out.detach().contiguous().reshape(-1).view(torch.uint8)
-        first = chunk_bytes(flat.numel(), self.shared.numel())
-        self.shared[:first].copy_(flat[:first])  # before the answer: the judge times a kept output's first crossing
-        if flat.numel() > first:  # the rest the judge asks for a chunk at a time ("chunk")
-            self.handing_over = flat
-        self.channel.send({**header, "shared": flat.numel()})
-
-    def chunk(self, order: dict) -> None:
-        """The chunk of the output being handed over that starts at byte ``offset``, into the half of the shared
-        buffer named ``half`` (the judge copies the other out meanwhile)."""
-        flat, offset, half = self.handing_over, int(order["offset"]), int(order["half"])
-        if flat is None or not 0 <= offset < flat.numel() or half not in (0, 1):
-            raise ValueError(f"no output to hand over at byte {offset} into half {half}")
-        size = chunk_bytes(flat.numel(), self.shared.numel())
-        count = min(size, flat.numel() - offset)
-        self.shared[half * size : half * size + count].copy_(flat[offset : offset + count])
-        self.channel.send({"ok": True, "shared": count})
+        # An output larger than any reference's is not copied: the judge's check of the header says what is wrong.
+        if flat.numel() <= self.output_memory.numel():
+            self.output_memory[: flat.numel()].copy_(flat)
+            self.kit.sync()  # done before the judge hears of it: it copies the bytes out at once
+            header["shared"] = flat.numel()
+        self.channel.send(header)
 
     # -- orders ----------------------------------------------------------------------------------------------------
     def ping(self, order: dict) -> None:
@@ -259,7 +248,7 @@ class Runner:
             # regions would come on top of (the card's peak: 136 GB of 143 without this, 103 GB with it; bench/harness/
             # isolation, run20).
             torch.cuda.empty_cache()
-        region = InputRegion.open(recv_region(self.handover), int(order["size"]), order["places"], self.device)
+        region = Region.open(recv_region(self.handover), int(order["size"]), order["places"], self.device)
         self.regions.append(region)
         self.slots[order["slot"]] = region.tensors
         self.channel.send({"ok": True})
@@ -345,15 +334,12 @@ class Runner:
             "idle": self.idle,
             "keep": self.keep,
             "drop": self.drop,
-            "chunk": self.chunk,
             "inputs": self.inputs,
             "draw_cost": self.draw_cost,
         }
         while True:
             order, _ = self.channel.recv()
             op = order.get("op")
-            if op != "chunk":
-                self.handing_over = None
             try:
                 orders[op](order)
             except Exception as err:  # route code failed (or broke this side): the judge decides what it means
@@ -380,12 +366,13 @@ def main() -> None:
         fraction = float(os.environ.get("KB_GPU_MEMORY_FRACTION", "0") or 0)
         if 0 < fraction < 1:  # a bound torch keeps; route code could lift it (see the README's known limits)
             torch.cuda.set_per_process_memory_fraction(fraction)
-    shared = SharedBuffer(int(os.environ["KB_SHARED_FD"]), int(order["shared_bytes"]))
     stamped = None
     if os.environ.get("KB_STAMPED_FD"):
         stamped = StampedChannel(socket.socket(fileno=int(os.environ["KB_STAMPED_FD"])))
     handover = socket.socket(fileno=int(os.environ["KB_HANDOVER_FD"]))
-    runner = Runner(channel, device, os.environ.get("KB_SHAPE", "smoke"), shared, stamped, handover)
+    size = int(order["output_bytes"])
+    outputs = Region.open(recv_region(handover), size, flat_places(size), device)
+    runner = Runner(channel, device, os.environ.get("KB_SHAPE", "smoke"), outputs, stamped, handover)
     channel.send({"ok": True})
     runner.serve()
 

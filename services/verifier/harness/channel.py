@@ -1,20 +1,16 @@
-"""The judge's line to the candidate process: length-prefixed JSON headers, each optionally followed by raw bytes,
-and a shared memory buffer for outputs.
+"""The judge's line to the candidate process: length-prefixed JSON headers, each optionally followed by raw bytes.
 
 Nothing from the candidate side is ever unpickled or evaluated: a header is JSON (size-capped), a payload is bytes
-whose length the receiver bounds, and a tensor comes back as (dtype, shape) plus its bytes -- in the shared buffer (a
-memfd the judge made and both map; pinned on the GPU so that each side's copy runs at PCIe speed; an output larger
-than the buffer crosses it a chunk at a time, each asked for by the judge) -- which the judge copies onto its own
-device at once and checks like any other untrusted value. Copies rather than CUDA IPC: a handle the candidate
-controls maps memory the candidate can still write while the judge compares it. The copies' cost is measured before
-route code is imported (verify.py's calibration) and recorded in the metrics file (isolation.candidate) and
-bench/harness/. A CPU profile's timed call answers on a socket the kernel stamps instead (StampedChannel).
+whose length the receiver bounds, and a tensor comes back as (dtype, shape) plus its bytes -- in the output region,
+memory the judge made and the candidate maps (shared_memory.py: device memory on the GPU) -- which the judge copies
+into its own memory at once and checks like any other untrusted value: the candidate can still write the region
+while the judge compares, the judge's copy it cannot. The copy's cost is measured before route code is imported
+(verify.py's calibration) and recorded in the metrics file (isolation.candidate) and bench/harness/. A CPU profile's
+timed call answers on a socket the kernel stamps instead (StampedChannel).
 """
 
 import contextlib
-import fcntl
 import json
-import mmap
 import os
 import select
 import socket
@@ -210,42 +206,3 @@ class StampedChannel:
 
     def send_header(self, header: dict) -> None:
         self.sock.send(_HEADER + json.dumps(header).encode())
-
-
-def chunk_bytes(output_bytes: int, buffer_bytes: int) -> int:
-    """How much of an output crosses the shared buffer at a time: all of it where it fits, else half the buffer, so
-    that the candidate fills one half while the judge copies the other out."""
-    return output_bytes if output_bytes <= buffer_bytes else buffer_bytes // 2
-
-
-class SharedBuffer:
-    """A memfd both processes map. The judge makes it empty (``new_fd``) when it starts the candidate, which inherits
-    the descriptor, and gives it its size (``sized``) once its references say how large an output is; the candidate
-    maps it when the judge tells it that size. The size is sealed before route code may run: a memfd truncated under
-    the judge's mapping would kill the judge with SIGBUS when it copies an output out."""
-
-    def __init__(self, fd: int, size: int):
-        self.fd = fd
-        self.size = size
-        self.map = mmap.mmap(fd, size)
-        self.pinned = False
-
-    @staticmethod
-    def new_fd() -> int:
-        return os.memfd_create("kb-candidate-output", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
-
-    @classmethod
-    def sized(cls, fd: int, size: int) -> "SharedBuffer":
-        size = max(size, mmap.PAGESIZE)
-        os.ftruncate(fd, size)
-        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
-        return cls(fd, size)
-
-    def tensor(self):
-        """The buffer as a flat uint8 tensor (shares its memory), pinned for fast device copies where CUDA runs."""
-        import torch
-
-        flat = torch.frombuffer(self.map, dtype=torch.uint8)
-        if torch.cuda.is_available() and not self.pinned:
-            self.pinned = torch.cuda.cudart().cudaHostRegister(flat.data_ptr(), self.size, 0) == 0
-        return flat

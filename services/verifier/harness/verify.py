@@ -7,14 +7,14 @@ What runs where (docs: services/verifier/harness/README.md, "The process model")
   loads its interpreter and torch meanwhile, but starts CUDA only at the judge's go), so nothing a route does can touch
   what the reference computes or how fast it runs. Its torch is never touched by route code.
 - The candidate process imports the route, and runs ModelNew on inputs it draws from the seeds the judge sends, one
-  call at a time; its outputs come back as copies (channel.py), which the judge compares with its own reference on
-  the same inputs, drawn again on its side from the same seed.
+  call at a time; its outputs come back through memory the judge made (shared_memory.py), which the judge copies
+  them out of and compares with its own reference on the same inputs, drawn again on its side from the same seed.
 - Timing: the judge flushes the L2 from its own context, then lets each timed call go; on the GPU its own clock over
   the call bounds what the candidate reports (a patched timer or lazy output shows as class 6), on the CPU its clock
   is the timer, up to the kernel's stamp of the output's bytes (time_candidate_by_the_judges_clock). Every timed call
   gets inputs drawn from a fresh secret seed into the same buffers (same pointers, new contents), where the candidate
   cannot read them before its call's clock runs: on the GPU the judge draws them itself into memory the candidate
-  maps (shared_inputs.py) just before the go, on the CPU the candidate draws them from the seed the go carries. On
+  maps (shared_memory.py) just before the go, on the CPU the candidate draws them from the seed the go carries. On
   the GPU the judge picks, after each call returned, whether it wants that output back to re-check (class 4) -- the
   candidate cannot tell which calls are re-checked before it has answered; on the CPU every output comes back and is
   re-checked.
@@ -48,9 +48,7 @@ from services.verifier.harness.channel import (
     ChannelClosed,
     ChannelTimeout,
     ProtocolError,
-    SharedBuffer,
     StampedChannel,
-    chunk_bytes,
 )
 from services.verifier.harness.device import POISON, CpuKit, GpuKit, Timing
 from services.verifier.harness.recorder import (
@@ -61,7 +59,7 @@ from services.verifier.harness.recorder import (
     launched_kernels,
     op_violations,
 )
-from services.verifier.harness.shared_inputs import InputRegion, layout, send_region
+from services.verifier.harness.shared_memory import Region, flat_places, layout, send_region
 from services.verifier.harness.static_scan import ScanResult
 
 PRECISION_RATIO_BOUND = 4.0  # candidate error vs the float64 oracle over the reference's own error
@@ -75,7 +73,7 @@ SPLIT_PARTS = ("record_start", "call", "record_end", "sync")  # GpuKit.time_one'
 # route code was imported: over this ratio plus slack, the candidate's timer or its answer was tampered with.
 JUDGE_CLOCK_RATIO = 1.5
 JUDGE_CLOCK_SLACK_MS = {"gpu": 0.3, "cpu": 15.0}  # the CPU profile runs on shared, loaded CI machines
-# A GPU timed call's inputs are drawn by the judge into memory the candidate maps (shared_inputs.py), after the
+# A GPU timed call's inputs are drawn by the judge into memory the candidate maps (shared_memory.py), after the
 # candidate said it was ready and just before the go, so that they exist nowhere the candidate can read before its
 # call's clock runs. Route code can still look for them on the device meanwhile, but the GPU time-slices between the
 # two processes' contexts, so any such work stretches the judge's own drawing and L2 flush. Allowed over what the same
@@ -92,17 +90,8 @@ PROBLEM_TIME_LIMIT_S = 300.0  # per problem, for everything the candidate is ask
 CALIBRATION_PINGS = 20
 COMPARE_CHUNK = 1 << 28  # elements compared at a time
 GPU_MEMORY_FRACTION = "0.55"  # of the GPU for the candidate's torch allocator (full shapes peak near 60 GB)
-CALIBRATION_BYTES = {"gpu": 64 << 20, "cpu": 4 << 20}
-# The shared output buffer's most; a larger output crosses it in chunks the judge asks for one by one. Both sides pin
-# the buffer, and pinning costs about 0.6 s a GB on the H200 (4.4 s for the 7.5 GB of rms_norm's output: bench/harness/
-# isolation, run9), while a 7.5 GB output goes through 256 MB chunks as fast as through one buffer (139 against 136 ms).
-SHARED_BUFFER_BYTES = 256 << 20  # KB_SHARED_BUFFER_BYTES overrides (the tests cross chunks at smoke shapes)
+CALIBRATION_BYTES = {"gpu": 64 << 20, "cpu": 4 << 20}  # the output region holds at least this
 CODE_ROOT = Path(__file__).resolve().parents[3]
-
-
-def shared_buffer_bytes() -> int:
-    value = os.environ.get("KB_SHARED_BUFFER_BYTES", "")
-    return int(value) if value.isdigit() and int(value) > 0 else SHARED_BUFFER_BYTES
 
 
 def problem_time_limit_s() -> float:
@@ -304,10 +293,9 @@ class CandidateProcess:
         )
         to_candidate, from_judge = os.pipe()
         from_candidate, to_judge = os.pipe()
-        self.shared_fd = SharedBuffer.new_fd()  # sized by go(), when the references have said how large an output is
-        self.shared: SharedBuffer | None = None
+        self.outputs: Region | None = None  # made by go(), when the references have said how large an output is
         self.stamped, stamped_end = StampedChannel.pair()
-        # Descriptors of the memory a GPU timed call's inputs are drawn into (shared_inputs.py), judge to candidate.
+        # Descriptors of the memory the judge makes for outputs and GPU timed calls' inputs (shared_memory.py).
         self.handover, handover_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         env = {
             "PATH": "/usr/local/bin:/usr/bin:/bin",
@@ -316,7 +304,6 @@ class CandidateProcess:
             "PYTHONDONTWRITEBYTECODE": "1",
             "PYTHONNOUSERSITE": "1",
             "KB_CHANNEL_FDS": f"{to_candidate},{to_judge}",
-            "KB_SHARED_FD": str(self.shared_fd),
             "KB_STAMPED_FD": str(stamped_end.fileno()),
             "KB_HANDOVER_FD": str(handover_end.fileno()),
             "KB_DEVICE": ctx.device.type,
@@ -338,7 +325,7 @@ class CandidateProcess:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,
-                pass_fds=(to_candidate, to_judge, self.shared_fd, stamped_end.fileno(), handover_end.fileno()),
+                pass_fds=(to_candidate, to_judge, stamped_end.fileno(), handover_end.fileno()),
                 start_new_session=True,  # its own process group, killed as one
             )
         os.close(to_candidate)
@@ -353,7 +340,7 @@ class CandidateProcess:
         self.ready_at: float | None = None  # calibrated: route code may come
 
     def go(self, output_bytes: int) -> None:
-        """The references are done: the candidate may start CUDA, map the output buffer (``output_bytes``, the
+        """The references are done: the candidate may start CUDA, map the output region (``output_bytes``, the
         largest reference output) and then run route code. Ends with the channel's calibration, measured before any
         route code is imported."""
         limit_s = max(problem_time_limit_s(), 120)
@@ -363,11 +350,12 @@ class CandidateProcess:
         if isinstance(reported, float) and math.isfinite(reported):
             self.waiting_at = reported
         self.output_bytes = output_bytes
-        calibration = CALIBRATION_BYTES[self.setup.profile]
-        self.shared = SharedBuffer.sized(self.shared_fd, min(max(output_bytes, calibration), shared_buffer_bytes()))
+        size = max(output_bytes, CALIBRATION_BYTES[self.setup.profile])
+        self.outputs = Region.create(flat_places(size), self.ctx.device)
         self.go_at = time.monotonic()
-        self.ask({"op": "references_done", "shared_bytes": self.shared.size}, deadline, reply=False)
-        self.shared_tensor = self.shared.tensor()  # pinned on the GPU while the candidate starts CUDA
+        with contextlib.suppress(OSError):  # a candidate that is gone: the order below says how it ended
+            send_region(self.handover, self.outputs.fd)
+        self.ask({"op": "references_done", "output_bytes": self.outputs.size}, deadline, reply=False)
         self.recv(deadline, during="references_done", limit_s=limit_s)
         self.calibrate()
         self.ready_at = time.monotonic()
@@ -398,25 +386,12 @@ class CandidateProcess:
         except ProtocolError:
             self._ended(during, "broke the channel")
 
-    def take_shared(self, into: torch.Tensor, deadline: float) -> str | None:
-        """Copies an output of ``into.numel()`` bytes out of the shared buffer onto the judge's device: at once, or
-        where it is larger than the buffer, a chunk at a time through the buffer's two halves -- the candidate fills
-        one while the judge copies the other out, and a half is asked for again only once the judge's copy of it is
-        done (the candidate can write the buffer again, the judge's copy it cannot). A fault, or None."""
-        nbytes = into.numel()
-        size = chunk_bytes(nbytes, self.shared.size)
-        offsets = range(0, nbytes, size)  # the first chunk is in half 0 with the answer
-        for index, offset in enumerate(offsets):
-            count = min(size, nbytes - offset)
-            if index:
-                header, _ = self.recv(deadline, during="chunk")
-                if header.get("shared") != count:
-                    return f"class 2 (partial work or wrong result): output chunk at byte {offset} not handed over"
-            if index + 1 < len(offsets):  # into the half whose copy finished last time round
-                self.ask({"op": "chunk", "offset": offsets[index + 1], "half": (index + 1) % 2}, deadline, reply=False)
-            half = (index % 2) * size
-            into[offset : offset + count].copy_(self.shared_tensor[half : half + count])
-        return None
+    def take_output(self, into: torch.Tensor) -> None:
+        """Copies an output of ``into.numel()`` bytes out of the output region into the judge's own memory, and waits
+        for the copy to be done: the candidate may write the region again as soon as it gets its next order, and
+        route code may write it at any time, so the judge compares only its copy."""
+        into.copy_(self.outputs.tensors[0][: into.numel()])
+        self.ctx.kit.sync()
 
     def _ended(self, during: str, what: str) -> NoReturn:
         if what == "ended":  # let it finish ending: its exit status says how
@@ -463,7 +438,7 @@ class CandidateProcess:
             header, _ = self.ask({"op": "ping"}, deadline)
             trips.append((time.perf_counter() - t0) * 1e3)
         self.round_trip_ms = Timing.median(trips)
-        nbytes = min(CALIBRATION_BYTES[self.setup.profile], self.shared.size)  # one crossing of the buffer
+        nbytes = CALIBRATION_BYTES[self.setup.profile]  # one crossing of the output region
         copies = []
         for _ in range(3):
             t0 = time.perf_counter()
@@ -583,9 +558,12 @@ class CandidateProcess:
         self.confinement.close()
         self.stamped.sock.close()
         self.handover.close()
-        for fd in (*self._fds, self.shared_fd):
+        for fd in self._fds:
             with contextlib.suppress(OSError):
                 os.close(fd)
+        if self.outputs is not None:  # after the kill: nothing maps it on the candidate's side any more
+            self.outputs.close()
+            self.outputs = None
 
 
 # -- judging one problem -----------------------------------------------------------------------------------------------
@@ -644,12 +622,10 @@ class _Judge:
         if header.get("shared") == nbytes:
             began = time.monotonic()
             out = torch.empty(expected.shape, dtype=expected.dtype, device=expected.device)
-            fault = self.candidate.take_shared(out.reshape(-1).view(torch.uint8), self.deadline)
+            self.candidate.take_output(out.reshape(-1).view(torch.uint8))
             details = self.result.details
             details["output_copy_s"] = round(details.get("output_copy_s", 0.0) + time.monotonic() - began, 4)
-            chunks = -(-nbytes // chunk_bytes(nbytes, self.candidate.shared.size))
-            details["output_chunks"] = details.get("output_chunks", 0) + chunks
-            return (None, fault) if fault else (out, None)
+            return out, None
         if payload is None or len(payload) != nbytes:  # a CPU timed call's output comes on the stamped channel
             return None, f"class 2 (partial work or wrong result): {len(payload or b'')} output bytes, not {nbytes}"
         out = torch.frombuffer(payload, dtype=torch.uint8).view(expected.dtype).reshape(expected.shape)
@@ -842,9 +818,9 @@ class _Judge:
             for region in regions:
                 region.close()
 
-    def share_inputs(self, slot: int, places: list[dict]) -> InputRegion:
+    def share_inputs(self, slot: int, places: list[dict]) -> Region:
         """Memory for one timed slot's inputs, made by the judge and mapped by the candidate as that slot."""
-        region = InputRegion.create(places, self.ctx.device)
+        region = Region.create(places, self.ctx.device)
         try:
             with contextlib.suppress(OSError):  # a candidate that is gone: the order below says how it ended
                 send_region(self.candidate.handover, region.fd)
@@ -854,7 +830,7 @@ class _Judge:
             raise
         return region
 
-    def time_calls_by_events(self, regions: list[InputRegion]) -> Timing:
+    def time_calls_by_events(self, regions: list[Region]) -> Timing:
         ctx = self.ctx
         warm = [[i % TIMING_POOL, _seed()] for i in range(max(ctx.warmup, TIMING_POOL))]
         self.ask({"op": "warmup", "calls": warm})
@@ -888,8 +864,7 @@ class _Judge:
             t2 = time.perf_counter()
             # The output must have existed when the candidate said it was done: what its copy took beyond the copy's
             # own cost (measured before route code was imported) is work done after the reported time.
-            first = chunk_bytes(nbytes, self.candidate.shared.size)  # what crosses before the answer (take_shared)
-            copy_ms = 2.0 * first * self.candidate.copy_ms_per_byte + 2 * self.candidate.round_trip_ms
+            copy_ms = 2.0 * nbytes * self.candidate.copy_ms_per_byte + 2 * self.candidate.round_trip_ms
             late.append(((t2 - t1) * 1e3 - copy_ms, float(wall)))
             # Drawn again from the call's seed into the judge's own memory: whatever the candidate wrote over the
             # region's inputs, the reference sees what the judge drew.

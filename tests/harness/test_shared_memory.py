@@ -1,4 +1,4 @@
-"""The memory a GPU timed call's inputs are drawn into (services/verifier/harness/shared_inputs.py), tested here with
+"""The memory a GPU timed call's inputs are drawn into (services/verifier/harness/shared_memory.py), tested here with
 its CPU form, a memfd: the same layout, handover and views as the CUDA allocation the H200 runs use
 (bench/harness/isolation, run16 onwards)."""
 
@@ -10,7 +10,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.verifier.harness.shared_inputs import ALIGN, InputRegion, layout, recv_region, region_bytes, send_region
+from services.verifier.harness.shared_memory import ALIGN, Region, layout, recv_region, region_bytes, send_region
 
 CPU = torch.device("cpu")
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int64, torch.int32, torch.uint8]
@@ -44,11 +44,11 @@ def test_what_the_judge_fills_is_what_the_other_mapping_reads(spec):
     writing."""
     tensors = _tensors(spec)
     places = layout(tensors)
-    judge = InputRegion.create(places, CPU)
+    judge = Region.create(places, CPU)
     judge_end, candidate_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
         send_region(judge_end, judge.fd)
-        candidate = InputRegion.open(recv_region(candidate_end), judge.size, places, CPU)
+        candidate = Region.open(recv_region(candidate_end), judge.size, places, CPU)
         for refill in (tensors, [t.flip(list(range(t.dim()))) if t.dim() else t for t in tensors]):
             judge.fill(refill)
             for seen, drawn in zip(candidate.tensors, refill, strict=True):
@@ -63,10 +63,10 @@ def test_what_the_judge_fills_is_what_the_other_mapping_reads(spec):
 
 def test_a_region_too_small_for_its_layout_is_refused():
     places = layout([torch.zeros(4096)])
-    judge = InputRegion.create(places, CPU)
+    judge = Region.create(places, CPU)
     try:
         with pytest.raises(ValueError, match="cannot hold"):
-            InputRegion.open(os.dup(judge.fd), judge.size, layout([torch.zeros(judge.size)]), CPU)
+            Region.open(os.dup(judge.fd), judge.size, layout([torch.zeros(judge.size)]), CPU)
     finally:
         judge.close()
 
@@ -83,7 +83,7 @@ def test_closing_a_region_whose_views_route_code_still_holds_leaves_them_readabl
     """The candidate closes the last problem's regions at the next load, while route code may still hold the old
     tensors: closing must not fail the load, and the views stay valid until they go."""
     tensors = [torch.arange(1000, dtype=torch.float32)]
-    region = InputRegion.create(layout(tensors), CPU)
+    region = Region.create(layout(tensors), CPU)
     region.fill(tensors)
     kept = region.tensors[0]
     region.close()

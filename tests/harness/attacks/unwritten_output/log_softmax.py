@@ -1,0 +1,24 @@
+"""Attack on the output hand-over: the route rewrites the runner's send_output so that every output is announced with
+the right byte count but lands in a throwaway copy of the output region, leaving in the judge's memory whatever was
+there before (nothing, then an earlier output). The judge must compare what it copied out, not what it was told."""
+
+from kernels.problems.log_softmax import Model
+from tests.harness.route_rewrites import rewrite_harness_method
+
+
+def _claim_without_writing(send_output):
+    def send(self, out, extra=None, stamped=False):
+        region, self.output_memory = self.output_memory, self.output_memory.clone()
+        try:
+            send_output(self, out, extra, stamped)
+        finally:
+            self.output_memory = region
+
+    return send
+
+
+rewrite_harness_method("send_output", _claim_without_writing)
+
+
+class ModelNew(Model):
+    pass
