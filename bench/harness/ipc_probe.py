@@ -2,7 +2,7 @@
 
 Issue 13's p20/p22: a GPU timed call's inputs are drawn on the candidate's side before the go, so route code can work
 on them outside the events. The fix tried here: the judge draws them itself into memory the candidate maps
-(services/verifier/harness/shared_inputs.py), just before the go. This probe runs a "judge" (this process, root) and a
+(services/verifier/harness/shared_memory.py), just before the go. This probe runs a "judge" (this process, root) and a
 "candidate" confined the way the harness confines it (services/common/confine.py: the job user, bubblewrap with its
 own PID namespace, a cgroup), and measures:
 - ``vmm``: whether a CUDA virtual-memory allocation exported as a POSIX descriptor and passed over a Unix socket maps
@@ -55,7 +55,7 @@ def child() -> None:
 
     from services.verifier.harness.channel import Channel
     from services.verifier.harness.device import GpuKit
-    from services.verifier.harness.shared_inputs import InputRegion, recv_region
+    from services.verifier.harness.shared_memory import Region, recv_region
 
     read_fd, write_fd = (int(v) for v in os.environ["KB_CHANNEL_FDS"].split(","))
     channel = Channel(read_fd, write_fd)
@@ -73,7 +73,7 @@ def child() -> None:
         try:
             if op == "region":
                 fd = recv_region(handover)
-                region = InputRegion.open(fd, order["size"], order["places"], device)
+                region = Region.open(fd, order["size"], order["places"], device)
                 channel.send({"ok": True, "first": float(region.tensors[0][0])})
             elif op == "legacy":
                 args = order["args"]
@@ -116,7 +116,7 @@ def judge(out: Path, calls: int, device_name: str) -> dict:
     from services.common.confine import Caps, Confinement, interpreter_paths
     from services.verifier.harness.channel import Channel
     from services.verifier.harness.device import CpuKit, GpuKit
-    from services.verifier.harness.shared_inputs import InputRegion, layout, send_region
+    from services.verifier.harness.shared_memory import Region, layout, send_region
 
     device = torch.device(device_name)
     kit = GpuKit(device, l2_flush=True) if device.type == "cuda" else CpuKit(device)
@@ -160,7 +160,7 @@ def judge(out: Path, calls: int, device_name: str) -> dict:
     sample = draw(1)
     places = layout(sample)
     began = time.perf_counter()
-    region = InputRegion.create(places, device)
+    region = Region.create(places, device)
     report["vmm_create_ms"] = (time.perf_counter() - began) * 1e3
     region.fill(sample)
     kit.sync()
