@@ -1,0 +1,80 @@
+"""Why short problems' speed-ups move from check to check (issue 13, item 7: within 1 %): is it the CPU a candidate
+lands on? Runs 17-20 showed the candidate's host work inside the events (the start event's record, the call's
+launches, the end event's record) varying up to 2x from one check to the next, in step with the same split of the
+calibration's empty calls measured before route code was imported (bench/harness/isolation/README.md, "The spread
+and the candidate's host speed"): a per-process state, stable within a check. This probe pins itself to each CPU in
+turn and times what a timed call's host side does -- an empty call through GpuKit.time_one and a small kernel launch
+through torch's dispatcher -- then does the sweep again a few times over a minute: a CPU that is slow in every sweep
+points at placement (and a fix: the candidate pinned to a fast CPU), every CPU slow in one sweep at time (the host's
+other tenants), which pinning cannot fix.
+
+usage: python3 bench/harness/cpu_probe.py OUT.json [--sweeps 5] [--pause 10] [--calls 200]
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import torch  # noqa: E402
+
+from services.verifier.harness.device import CpuKit, GpuKit  # noqa: E402
+
+
+def host_split(kit, run, calls: int) -> dict:
+    """Medians over ``calls`` of time_one's host parts (ms)."""
+    parts = []
+    for _ in range(calls):
+        kit.time_one(run)
+        parts.append(kit.last_split)
+    start, call, end, sync = (statistics.median(p[i] for p in parts) for i in range(4))
+    return {"record_start": start, "call": call, "record_end": end, "sync": sync, "host": start + call + end}
+
+
+def sweep(kit, cpus: list[int], calls: int, device: torch.device) -> dict:
+    small = torch.zeros(1024, device=device)
+    found = {}
+    for cpu in cpus:
+        os.sched_setaffinity(0, {cpu})
+        host_split(kit, lambda: None, 20)  # settle on the new CPU
+        found[cpu] = {
+            "empty": host_split(kit, lambda: None, calls),
+            "launch": host_split(kit, lambda: small.add_(1.0), calls),
+        }
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("out")
+    parser.add_argument("--sweeps", type=int, default=5)
+    parser.add_argument("--pause", type=float, default=10.0)
+    parser.add_argument("--calls", type=int, default=200)
+    args = parser.parse_args()
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    kit = GpuKit(device, l2_flush=False) if device.type == "cuda" else CpuKit(device)
+    cpus = sorted(os.sched_getaffinity(0))
+    siblings = {}
+    for cpu in cpus:
+        path = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list")
+        siblings[cpu] = path.read_text().strip() if path.exists() else None
+    result = {"device": device.type, "cpus": cpus, "siblings": siblings, "sweeps": []}
+    for index in range(args.sweeps):
+        if index:
+            time.sleep(args.pause)
+        result["sweeps"].append({"at_s": time.time(), "per_cpu": sweep(kit, cpus, args.calls, device)})
+    os.sched_setaffinity(0, set(cpus))
+    Path(args.out).write_text(json.dumps(result, indent=1))
+    print("host ms of a small launch (start record + call + end record), per CPU and sweep:")
+    for cpu in cpus:
+        row = " ".join(f"{s['per_cpu'][cpu]['launch']['host']:.4f}" for s in result["sweeps"])
+        print(f"cpu {cpu:>3} (siblings {siblings[cpu]}): {row}")
+
+
+if __name__ == "__main__":
+    main()
