@@ -108,9 +108,10 @@ def test_the_cpu_profiles_timer_is_the_judges_clock(attack, rules_path):
     assert doc["details"]["new_gelu"]["candidate_reported_ms"] < 2.5, doc["details"]["new_gelu"]
 
 
-def test_shrinking_the_shared_output_buffer_cannot_crash_the_judge(tmp_path):
-    """The candidate holds the descriptor of the memfd outputs cross through; truncated under the judge's copy, the
-    judge died of SIGBUS with no metrics file. The judge seals its size before the candidate may run route code."""
+def test_shrinking_the_shared_memory_cannot_crash_the_judge(tmp_path):
+    """The candidate holds the descriptor of the memfd outputs cross through (on the CPU); truncated under the judge's
+    copy, the judge died of SIGBUS with no metrics file. The judge seals its size before the candidate may run route
+    code."""
     metrics = tmp_path / "metrics.json"
     args = [str(ATTACKS / "shrink_shared"), "--metrics", str(metrics), "--shapes", "smoke", "--device", "cpu"]
     done = run_cli(*args, "--only", "new_gelu", "--skip-static")
