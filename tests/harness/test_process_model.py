@@ -277,6 +277,46 @@ def test_the_candidate_takes_the_device_back_after_the_go_and_before_its_timer_s
     assert recorded.steps == ["sync", "reset_persisting", "ready", "go", "take_device", "timer", "answer"]
 
 
+class _Handover:
+    """One side's channel and kit around the output region: each writes down what it saw of the region when it
+    synchronised and when it spoke."""
+
+    def __init__(self, region: torch.Tensor, into: torch.Tensor | None = None):
+        self.region, self.into, self.steps = region, into, []
+
+    def sync(self):
+        seen = self.into if self.into is not None else self.region
+        self.steps.append(("sync", seen[:4].tolist()))
+
+    def send(self, header):
+        self.steps.append(("header", header.get("shared")))
+
+
+def test_an_output_is_copied_and_waited_for_on_both_sides_before_the_other_side_moves_on():
+    """On the GPU the copies into and out of the output region are device copies, asynchronous to the host: the
+    candidate must have synchronised after its copy before it tells the judge (or the judge could copy out bytes not
+    yet written), and the judge must wait for its own copy out before its next order (or the candidate's next output
+    could land in the region under it). Neither shows on the CPU, where a copy is done when it returns."""
+    region = torch.zeros(16, dtype=torch.uint8)
+    output = torch.arange(1, 5, dtype=torch.float32)
+    candidate = _Handover(region)
+    runner = Runner.__new__(Runner)
+    runner.channel = runner.kit = candidate
+    runner.output_memory = region
+    runner.send_output(output)
+    written = list(output.view(torch.uint8)[:4].tolist())
+    assert candidate.steps == [("sync", written), ("header", 16)]
+
+    into = torch.zeros(16, dtype=torch.uint8)
+    judge = _Handover(region, into)
+    process = CandidateProcess.__new__(CandidateProcess)
+    process.ctx = type("Ctx", (), {"kit": judge})()
+    process.outputs = type("Outputs", (), {"tensors": [region]})()
+    process.take_output(into)
+    assert judge.steps == [("sync", written)]
+    assert torch.equal(into, region)
+
+
 def test_an_output_larger_than_the_output_region_is_a_wrong_result_with_its_shape_named(rules_path):
     """The output region holds the largest reference output of the check; a larger output is not copied into it (a
     failed copy would read as the candidate raising) and the judge names the shape it got against the reference's."""
