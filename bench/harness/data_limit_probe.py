@@ -59,12 +59,16 @@ def main() -> None:
     found = {}
     for gib in args.cap_gib:
         cap = gib << 30
-        done = subprocess.run(
-            ["prlimit", f"--data={cap}", "--", sys.executable, "-c", CHILD, str(cap)],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        try:
+            done = subprocess.run(
+                ["prlimit", f"--data={cap}", "--", sys.executable, "-c", CHILD, str(cap)],
+                capture_output=True,
+                text=True,
+                timeout=40,  # killed, not left behind on the GPU, if it hangs
+            )
+        except subprocess.TimeoutExpired:
+            found[f"{gib}_gib"] = {"exit": None, "steps": None, "stderr_tail": "timed out after 40 s"}
+            continue
         lines = done.stdout.strip().splitlines()
         found[f"{gib}_gib"] = {
             "exit": done.returncode,
