@@ -353,14 +353,19 @@ class CandidateProcess:
         size = max(output_bytes, CALIBRATION_BYTES[self.setup.profile])
         self.outputs = Region.create(flat_places(size), self.ctx.device)
         self.go_at = time.monotonic()
-        with contextlib.suppress(OSError):  # a candidate that is gone: the order below says how it ended
-            send_region(self.handover, self.outputs.fd)
+        self.hand_over(self.outputs)
         self.ask({"op": "references_done", "output_bytes": self.outputs.size}, deadline, reply=False)
         self.recv(deadline, during="references_done", limit_s=limit_s)
         self.calibrate()
         self.ready_at = time.monotonic()
 
     # -- talking to it ---------------------------------------------------------------------------------------------
+    def hand_over(self, region: Region) -> None:
+        """Sends the descriptor of memory the judge made on the handover socket; the order that follows tells the
+        candidate what it is."""
+        with contextlib.suppress(OSError):  # a candidate that is gone: the order that follows says how it ended
+            send_region(self.handover, region.fd)
+
     def ask(self, order: dict, deadline: float, max_payload: int = 0, reply: bool = True):
         """Sends an order and returns (header, payload); CandidateDied when the process is gone or hangs."""
         if self.dead:
@@ -822,8 +827,7 @@ class _Judge:
         """Memory for one timed slot's inputs, made by the judge and mapped by the candidate as that slot."""
         region = Region.create(places, self.ctx.device)
         try:
-            with contextlib.suppress(OSError):  # a candidate that is gone: the order below says how it ended
-                send_region(self.candidate.handover, region.fd)
+            self.candidate.hand_over(region)
             self.ask({"op": "inputs", "slot": slot, "size": region.size, "places": places})
         except BaseException:
             region.close()
