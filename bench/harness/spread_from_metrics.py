@@ -1,0 +1,50 @@
+"""The spread's trace (bench/harness/isolation/README.md, "The spread and the candidate's host speed"), read off the
+metrics files the runs recorded: per verified check, its score, the calibration's empty call's host part (measured
+before route code was imported), the route's host part inside the events over the 12 problems, and on how many
+problems that host part was above its median over the checks (a state of the process shows as most or few); then how
+the score goes with each.
+
+usage: python3 bench/harness/spread_from_metrics.py [bench/harness/isolation/run*/svc/*.json ...]
+"""
+
+import glob
+import json
+import statistics
+import sys
+from pathlib import Path
+
+HOST_PARTS = ("record_start", "call", "record_end")  # what of a timed call's split is inside the events
+
+
+def host_ms(split: dict | None) -> float:
+    return sum((split or {}).get(part, 0.0) for part in HOST_PARTS)
+
+
+def main() -> None:
+    here = Path(__file__).resolve().parent / "isolation"
+    paths = sys.argv[1:] or sorted(glob.glob(str(here / "run*" / "svc" / "*.json")))
+    rows = []
+    for path in paths:
+        doc = json.loads(Path(path).read_text())
+        if not doc.get("verified"):
+            continue
+        empty = host_ms(doc["isolation"]["candidate"].get("idle_split_ms"))
+        per_problem = {
+            sub["id"]: host_ms(doc["details"][sub["id"]].get("candidate_split_ms")) for sub in doc["subtasks"]
+        }
+        rows.append((doc["score"], f"{Path(path).parts[-3]} {Path(path).stem}", empty, per_problem))
+    medians = {pid: statistics.median(row[3][pid] for row in rows) for pid in rows[0][3]}
+    print("| check | score | empty call's host part, µs | route's host part, 12 problems, ms | problems above median |")
+    print("|---|---|---|---|---|")
+    for score, name, empty, per_problem in sorted(rows, reverse=True):
+        above = sum(per_problem[pid] > medians[pid] for pid in medians)
+        route = sum(per_problem.values())
+        print(f"| {name} | {score:.3f} | {empty * 1e3:.1f} | {route:.2f} | {above} of {len(medians)} |")
+    scores = [r[0] for r in rows]
+    route = statistics.correlation([sum(r[3].values()) for r in rows], scores)
+    empty = statistics.correlation([r[2] for r in rows], scores)
+    print(f"correlation with the score: route's host part {route:.2f}, empty call's {empty:.2f} ({len(rows)} checks)")
+
+
+if __name__ == "__main__":
+    main()
