@@ -304,7 +304,7 @@ def test_an_output_is_copied_and_waited_for_on_both_sides_before_the_other_side_
     runner.channel = runner.kit = candidate
     runner.output_memory = region
     runner.send_output(output)
-    written = list(output.view(torch.uint8)[:4].tolist())
+    written = output.view(torch.uint8)[:4].tolist()
     assert candidate.steps == [("sync", written), ("header", 16)]
 
     into = torch.zeros(16, dtype=torch.uint8)
