@@ -5,9 +5,9 @@ imports it on the GPU machine, which has none of the services' dependencies.
 - as the job user (``kb-job``, ``KB_JOB_USER``): a real uid dropped with ``setpriv --reuid/--regid --clear-groups``
   outside any user namespace (a uid inside a user namespace started by root maps back to root), every capability
   dropped, no_new_privs, killed with its parent;
-- inside bubblewrap: read-only host, no network, its own PID/IPC/UTS namespaces, /tmp a size-capped tmpfs (its only
-  writable place: the disk cap), the hidden directories covered by empty tmpfs and what it needs bound back
-  read-only, the GPU device nodes bound in when /dev/nvidia* exist;
+- inside bubblewrap: read-only host, no network, its own PID/IPC/UTS namespaces, /tmp and /dev/shm size-capped
+  tmpfs (its only writable places: the disk cap, each), the hidden directories covered by empty tmpfs and what it
+  needs bound back read-only, the GPU device nodes bound in when /dev/nvidia* exist;
 - in a cgroup of its own (v2 where the unified hierarchy has the memory and pids controllers, else v1's memory and
   pids hierarchies) capping memory and processes, and under rlimits for what cgroups do not cap (file size, CPU
   time, open files, core files) and as the fallback where no cgroup can be made (address space, process count).
@@ -270,8 +270,9 @@ class Confinement:
         covered = [
             p for p in dict.fromkeys(["/root", "/run", "/var/tmp", "/dev/shm", *self.hidden]) if Path(p).is_dir()
         ]
-        for path in covered:
-            args += ["--perms", "1777", "--tmpfs", path] if path == "/dev/shm" else ["--tmpfs", path]
+        for path in covered:  # root's and empty, but /dev/shm, which is writable and capped like its /tmp
+            shm = ["--perms", "1777", "--size", str(self.caps.disk_bytes)]
+            args += [*shm, "--tmpfs", path] if path == "/dev/shm" else ["--tmpfs", path]
         # What the process needs from under a covered directory goes back on top, read-only; what lay under /tmp goes
         # back on top of the fresh scratch tmpfs.
         visible = list(dict.fromkeys(str(Path(p).resolve()) for p in self.visible if Path(p).exists()))

@@ -68,3 +68,16 @@ def test_its_disk_is_the_capped_scratch_tmpfs_and_its_processes_are_capped():
     )
     assert "disk-full" in done.stdout
     assert "forked" not in done.stdout and done.returncode != 0  # the shell could not start its 40 children
+
+
+def test_no_place_it_can_write_holds_more_than_its_disk_cap():
+    """Every mount of its sandbox that the job user can write into, tried with more than the cap: /tmp was capped and
+    /dev/shm, a tmpfs too, was not (half the host's memory, and where no cgroup can be made, nothing charges it)."""
+    done = run_confined(
+        "cut -d' ' -f5 /proc/self/mountinfo | sort -u | while read -r place; do"
+        '  f="$place/kb-fill-$$"; head -c 4000000 /dev/zero > "$f" 2>/dev/null && echo "took $place";'
+        '  [ -w "$place" ] && echo "writable $place"; rm -f "$f" 2>/dev/null; done; true',
+        Caps(disk_bytes=1 << 20),
+    )
+    assert "writable /tmp" in done.stdout and "writable /dev/shm" in done.stdout, done.stdout
+    assert "took" not in done.stdout, done.stdout
