@@ -10,7 +10,8 @@ imports it on the GPU machine, which has none of the services' dependencies.
   needs bound back read-only, the GPU device nodes bound in when /dev/nvidia* exist;
 - in a cgroup of its own (v2 where the unified hierarchy has the memory and pids controllers, else v1's memory and
   pids hierarchies) capping memory and processes, and under rlimits for what cgroups do not cap (file size, CPU
-  time, open files, core files) and as the fallback where no cgroup can be made (address space, process count).
+  time, open files, core files) and as the fallback where no cgroup can be made (process count, and memory: the
+  address space, or with CUDA the private writable memory).
 
 Each layer is used where this machine allows it and ``Confinement.describe()`` says which were, so that a result can
 state what its untrusted part ran under. Wall time is the caller's to enforce (it owns the process).
@@ -19,6 +20,7 @@ state what its untrusted part ran under. Wall time is the caller's to enforce (i
 import contextlib
 import os
 import pwd
+import resource
 import shutil
 import signal
 import sys
@@ -217,16 +219,19 @@ class Confinement:
     visible: list[str] = field(default_factory=list)  # bound back read-only (the code it runs, its inputs)
     gpu: bool = False
     name: str = "kb-confined"
+    memory_rlimit: bool = True  # where no cgroup can be made (False: the caller found it stops the process starting)
     ids: tuple[int, int] | None = None
     bwrap: str | None = None
     cgroup: Cgroup | None = None
     notes: list[str] = field(default_factory=list)  # what could not be applied here, for the result
 
     @classmethod
-    def prepare(cls, caps: Caps, *, name: str, hidden=(), visible=(), gpu: bool = False) -> "Confinement":
+    def prepare(
+        cls, caps: Caps, *, name: str, hidden=(), visible=(), gpu: bool = False, memory_rlimit: bool = True
+    ) -> "Confinement":
         """Decides the layers this machine allows. As root, the job user must exist: untrusted code never runs as
         root (LookupError otherwise)."""
-        self = cls(caps, list(hidden), list(visible), gpu, name)
+        self = cls(caps, list(hidden), list(visible), gpu, name, memory_rlimit)
         if os.geteuid() == 0:
             self.ids = job_ids()
             if self.ids is None:
@@ -239,10 +244,23 @@ class Confinement:
                 self.notes.append(f"{why}: host not read-only for the candidate, network not unshared")
             self.cgroup = Cgroup.create(f"{name}-{os.getpid()}", caps)
             if self.cgroup is None:
-                self.notes.append("no writable cgroup: memory and process caps from rlimits")
+                memory = self.memory_limit or "none"
+                if memory == "RLIMIT_DATA":
+                    memory += ", which counts private writable memory only"
+                why = f"no writable cgroup: the process cap from RLIMIT_NPROC, the memory cap from {memory}"
+                self.notes.append(why)
         else:
             self.notes.append("not started as root: the candidate runs as the caller's uid, without bubblewrap")
         return self
+
+    @property
+    def memory_limit(self) -> str | None:
+        """The rlimit that caps memory where no cgroup does: RLIMIT_AS, or with CUDA, whose driver reserves far more
+        address space than it uses, RLIMIT_DATA (private writable mappings: not the driver's reservations, which are
+        PROT_NONE, nor its shared mappings of the device)."""
+        if self.cgroup is not None or not self.memory_rlimit:
+            return None
+        return "RLIMIT_DATA" if self.gpu else "RLIMIT_AS"
 
     def describe(self) -> dict:
         return {
@@ -250,6 +268,7 @@ class Confinement:
             "user": JOB_USER if self.ids else "caller",
             "bubblewrap": bool(self.bwrap),
             "cgroup": f"v{self.cgroup.version}" if self.cgroup else None,
+            "memory_rlimit": self.memory_limit,
             "caps": {
                 "memory_bytes": self.caps.memory_bytes,
                 "pids": self.caps.pids,
@@ -302,8 +321,8 @@ class Confinement:
         limits.append(_limit("cpu", self.caps.cpu_s))
         if self.cgroup is None and self.ids is not None:  # counted per uid: only the job user's own are meant
             limits.append(_limit("nproc", self.caps.pids))
-        if self.cgroup is None and not self.gpu:  # the CUDA driver reserves far more address space than it uses
-            limits.append(_limit("as", self.caps.memory_bytes))
+        if self.memory_limit is not None:
+            limits.append(_limit(self.memory_limit.removeprefix("RLIMIT_").lower(), self.caps.memory_bytes))
         inner = [*limits, "--", *argv]
         if self.ids is not None:
             uid, gid = self.ids
@@ -333,22 +352,42 @@ class Confinement:
         return {"HOME": f"{base}/home", "TMPDIR": base, "TRITON_CACHE_DIR": f"{base}/triton"}
 
     def exceeded(self) -> list[str]:
-        return self.cgroup.exceeded() if self.cgroup else []
+        """The caps its processes ran into, named for a failure reason. Without a cgroup the process cap is
+        RLIMIT_NPROC, whose count is every task of the job user: at the cap while they still run (the caller asks
+        before it kills them)."""
+        if self.cgroup is not None:
+            return self.cgroup.exceeded()
+        cap = _capped("nproc", self.caps.pids)
+        if self.ids is not None and tasks_of(self.ids[0]) >= cap:
+            return [f"its process cap ({cap} processes)"]
+        return []
 
     def close(self) -> None:
         if self.cgroup is not None:
             self.cgroup.remove()
 
 
-def _limit(name: str, value: int) -> str:
-    """prlimit's option for ``value``, never above the limit this process already has (lowering needs no privilege,
-    raising would fail: a check's sandbox has set its own)."""
-    import resource
-
+def _capped(name: str, value: int) -> int:
+    """``value``, never above the limit this process already has (lowering needs no privilege, raising would fail: a
+    check's sandbox has set its own)."""
     _, hard = resource.getrlimit(getattr(resource, f"RLIMIT_{name.upper()}"))
-    if hard != resource.RLIM_INFINITY:
-        value = min(value, hard)
-    return f"--{name}={value}"
+    return value if hard == resource.RLIM_INFINITY else min(value, hard)
+
+
+def _limit(name: str, value: int) -> str:
+    """prlimit's option for ``value``."""
+    return f"--{name}={_capped(name, value)}"
+
+
+def tasks_of(uid: int) -> int:
+    """How many tasks (threads) run as ``uid`` on this machine: what RLIMIT_NPROC counts."""
+    count = 0
+    for status in Path("/proc").glob("[0-9]*/status"):
+        with contextlib.suppress(OSError, ValueError, KeyError, IndexError):
+            fields = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
+            if int(fields["Uid"].split()[0]) == uid:
+                count += int(fields["Threads"])
+    return count
 
 
 def interpreter_paths() -> list[str]:

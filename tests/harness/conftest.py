@@ -22,11 +22,13 @@ def rules_path() -> Path:
     return RULES
 
 
-def run_cli(*args: str, env_extra: dict | None = None, timeout: int = 240) -> subprocess.CompletedProcess:
-    """The harness as a separate process, the way the check script runs it."""
+def run_cli(
+    *args: str, env_extra: dict | None = None, timeout: int = 240, wrapper: list[str] = ()
+) -> subprocess.CompletedProcess:
+    """The harness as a separate process, the way the check script runs it (under ``wrapper``'s command, if any)."""
     env = dict(os.environ, PYTHONPATH=f"{REPO}:{REPO / 'protos'}", TRITON_INTERPRET="1", **(env_extra or {}))
     return subprocess.run(
-        [sys.executable, "-m", "services.verifier.harness", *args],
+        [*wrapper, sys.executable, "-m", "services.verifier.harness", *args],
         cwd=REPO,
         env=env,
         capture_output=True,

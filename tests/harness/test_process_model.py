@@ -197,6 +197,51 @@ def test_a_route_that_breaks_its_process_fails_that_problem_and_the_next_one_is_
     assert not list(Path("/sys/fs/cgroup/pids").glob(f"kb-candidate-{os.getpid()}")), "its cgroup outlived it"
 
 
+# The H200 image's condition (bench/harness/isolation, every run: "no writable cgroup"): an empty tmpfs over the cgroup
+# filesystem, in a mount namespace of the harness's own.
+WITHOUT_CGROUPS = [
+    "unshare", "--mount", "--propagation", "private", "sh", "-c",
+    'mount -t tmpfs kb-no-cgroups /sys/fs/cgroup && exec "$@"', "sh",
+]  # fmt: skip
+
+
+@AS_ROOT
+@pytest.mark.parametrize("what", ["exhausts memory", "forks without end"])
+def test_where_no_cgroup_can_be_made_running_into_an_rlimit_cap_is_named_too(what, tmp_path):
+    """Without a cgroup the memory and process caps are rlimits: running into one makes an allocation or a fork fail
+    inside route code, not a kill the judge sees, and the reason named only the exception route code raised."""
+    imports, body, _ = BAD_FORWARDS[what]
+    route = tmp_path / "route"
+    _bad_route(route, imports, body)
+    metrics = tmp_path / "metrics.json"
+    caps = {"KB_PROBLEM_TIME_LIMIT_S": "20", "KB_CANDIDATE_MEMORY_MB": "3072", "KB_CANDIDATE_PIDS": "32"}
+    args = [str(route), "--metrics", str(metrics), "--shapes", "smoke", "--device", "cpu", "--skip-static"]
+    done = run_cli(*args, "--only", "sum_dim", "new_gelu", env_extra=caps, wrapper=WITHOUT_CGROUPS)
+    assert done.returncode == 1, (done.returncode, done.stderr[-3000:])
+    doc = json.loads(metrics.read_text())
+    assert doc["isolation"]["candidate"]["cgroup"] is None, doc["isolation"]
+    bad, good = _only(doc, "sum_dim"), _only(doc, "new_gelu")
+    named = {"exhausts memory": "its memory cap (3072 MiB", "forks without end": "its process cap (32 processes"}[what]
+    assert any(named in v for v in bad["violations"]), bad["violations"]
+    assert good["passed"], good["violations"]
+
+
+@AS_ROOT
+def test_a_candidate_that_cannot_start_under_its_memory_rlimit_is_started_again_without_it(tmp_path):
+    """Without a cgroup a GPU candidate's memory cap is RLIMIT_DATA, never yet tried with the H200's CUDA: if the
+    candidate cannot start under it -- only the judge's code has run in it then -- the check goes on without the cap
+    and says so, rather than failing every check on that machine. Here torch itself cannot load under the CPU
+    profile's RLIMIT_AS of 200 MiB."""
+    metrics = tmp_path / "metrics.json"
+    args = [str(ROUTES / "reference"), "--metrics", str(metrics), "--shapes", "smoke", "--device", "cpu"]
+    caps = {"KB_CANDIDATE_MEMORY_MB": "200"}
+    done = run_cli(*args, "--only", "new_gelu", env_extra=caps, wrapper=WITHOUT_CGROUPS)
+    assert done.returncode == 0, (done.returncode, done.stderr[-3000:])
+    candidate = json.loads(metrics.read_text())["isolation"]["candidate"]
+    assert candidate["memory_rlimit"] is None, candidate
+    assert any(n.startswith("the candidate could not start under RLIMIT_AS") for n in candidate["notes"]), candidate
+
+
 def test_the_candidate_runs_confined_and_the_metrics_name_it(rules_path):
     doc = smoke(ROUTES / "reference", rules_path, "sum_dim")
     assert doc["passed"], doc["reasons"]

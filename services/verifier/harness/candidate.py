@@ -15,9 +15,11 @@ memory (class 1), the thread count and the persisting-L2 limit (classes 5 and 7)
 """
 
 import ctypes
+import errno
 import importlib
 import importlib.util
 import os
+import resource
 import socket
 import sys
 import time
@@ -48,6 +50,20 @@ def memory_of(flat: torch.Tensor) -> memoryview:
     """A contiguous CPU tensor's bytes, without a copy (the stamped channel hands them to the kernel at once)."""
     nbytes = flat.numel() * flat.element_size()
     return memoryview((ctypes.c_char * nbytes).from_address(flat.data_ptr())).cast("B") if nbytes else memoryview(b"")
+
+
+def failure(err: BaseException) -> str:
+    """An exception of route code for the judge's reason. Without a cgroup the memory cap is an rlimit of this process
+    (confine.py), which fails an allocation rather than killing the process: the reason names it then, since only
+    this side can see that the failure was an allocation (the judge names the caps it sees itself)."""
+    why = f"{type(err).__name__}: {str(err)[:300]}"
+    text = str(err)
+    if isinstance(err, MemoryError) or getattr(err, "errno", None) == errno.ENOMEM or "allocate memory" in text:
+        for name in ("AS", "DATA"):
+            soft, _ = resource.getrlimit(getattr(resource, f"RLIMIT_{name}"))
+            if soft != resource.RLIM_INFINITY:
+                return f"{why}; it ran into its memory cap ({soft >> 20} MiB, RLIMIT_{name})"
+    return why
 
 
 class Runner:
@@ -163,7 +179,7 @@ class Runner:
             spec.loader.exec_module(module)
         except Exception as err:  # the route's fault: a broken guardrail for this problem
             name = os.path.basename(path)
-            self.channel.send({"error": f"route: {name} failed to import: {type(err).__name__}: {str(err)[:300]}"})
+            self.channel.send({"error": f"route: {name} failed to import: {failure(err)}"})
             return
         self.module = module
         init = self.problem.get_init_inputs(self.shape)
@@ -174,7 +190,7 @@ class Runner:
         try:
             candidate = model_new(*init)
         except Exception as err:
-            why = f"route: ModelNew{tuple(init)} raised {type(err).__name__}: {str(err)[:300]}"
+            why = f"route: ModelNew{tuple(init)} raised {failure(err)}"
             self.channel.send({"error": why, **self.facts()})
             return
         if not isinstance(candidate, torch.nn.Module):
@@ -343,9 +359,7 @@ class Runner:
             try:
                 orders[op](order)
             except Exception as err:  # route code failed (or broke this side): the judge decides what it means
-                self.channel.send(
-                    {"error": f"route: candidate raised {type(err).__name__}: {str(err)[:300]}", **self.facts()}
-                )
+                self.channel.send({"error": f"route: candidate raised {failure(err)}", **self.facts()})
 
 
 def main() -> None:

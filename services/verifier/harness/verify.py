@@ -279,7 +279,7 @@ class CandidateProcess:
     judge may still be timing its references, it loads its interpreter and torch and waits; ``go`` lets it start CUDA
     and, from then on, run route code: the judge calls it only once every reference of the check is timed."""
 
-    def __init__(self, ctx: Context, setup: CandidateSetup, workdir: Path):
+    def __init__(self, ctx: Context, setup: CandidateSetup, workdir: Path, memory_rlimit: bool = True):
         self.ctx = ctx
         self.setup = setup
         self.spawned_at = time.monotonic()
@@ -290,6 +290,7 @@ class CandidateProcess:
             hidden=setup.hidden,
             visible=[str(CODE_ROOT), str(setup.problems_root), str(setup.route_dir), *interpreter_paths()],
             gpu=ctx.device.type == "cuda",
+            memory_rlimit=memory_rlimit,
         )
         to_candidate, from_judge = os.pipe()
         from_candidate, to_judge = os.pipe()
@@ -335,6 +336,7 @@ class CandidateProcess:
         self.channel = Channel(from_candidate, from_judge)
         self._fds = (from_candidate, from_judge)
         self.dead: str | None = None
+        self.caps_hit: list[str] | None = None  # the caps it had run into when the judge killed it
         self.waiting_at: float | None = None  # when it had loaded torch, by its own clock (before any route code)
         self.go_at: float | None = None
         self.ready_at: float | None = None  # calibrated: route code may come
@@ -407,7 +409,7 @@ class CandidateProcess:
 
     def _died(self, what: str) -> str:
         code = self.proc.poll()
-        caps = self.confinement.exceeded()
+        caps = self.caps_hit if self.caps_hit is not None else self.confinement.exceeded()
         if code is not None and code > 128 and self.confinement.bwrap and code - 128 in signal.valid_signals():
             code = 128 - code  # bubblewrap exits 128 + N when what it ran was killed by signal N
         if code is not None and code < 0:
@@ -549,6 +551,8 @@ class CandidateProcess:
         return header, payload, (stamp - started) / 1e6
 
     def kill(self) -> None:
+        if self.caps_hit is None:  # before the kill: an rlimit's count is of the processes still running
+            self.caps_hit = self.confinement.exceeded()
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -586,10 +590,16 @@ class _Judge:
 
     def ask(self, order: dict, max_payload: int = 0):
         header, payload = self.candidate.ask(order, self.deadline, max_payload)
+        self.accept(header)
+        return header, payload
+
+    def accept(self, header: dict) -> None:
+        """Raises _Broken for an answer that reports tampering or an error; an error's reason names the caps the
+        candidate ran into (an rlimit fails an allocation or a fork inside route code rather than killing it)."""
         self.check_facts(header)
         if "error" in header:
-            raise _Broken(str(header["error"])[:600])
-        return header, payload
+            caps = self.candidate.confinement.exceeded()
+            raise _Broken(str(header["error"])[:600] + (f"; it ran into {' and '.join(caps)}" if caps else ""))
 
     def check_facts(self, header: dict) -> None:
         """What the candidate side saw of tampering (defence in depth: the judge's own checks do not need it)."""
@@ -677,9 +687,7 @@ class _Judge:
         """(the answer's header, the candidate's output on the judge's device or None, a fault or None)."""
         nbytes = expected.numel() * expected.element_size()
         header, payload = self.candidate.recv(self.deadline, nbytes, during="call")
-        self.check_facts(header)
-        if "error" in header:
-            raise _Broken(str(header["error"])[:600])
+        self.accept(header)
         if header.get("mutated"):
             raise _Broken(f"class 3 (input mutation): candidate changed input {header['mutated'][0]}")
         out, fault = self.received(header, payload, expected)
@@ -849,9 +857,7 @@ class _Judge:
             self.ask({"op": "timed", "slot": slot})
             done, t0, t1, prepared = self.candidate.timed_go(self.deadline, "timed", fill)
             prepare_ms.append(prepared)
-            self.check_facts(done)
-            if "error" in done:
-                raise _Broken(str(done["error"])[:600])
+            self.accept(done)
             event, wall = done.get("device_ms"), done.get("wall_ms")
             if not all(isinstance(v, (int, float)) and math.isfinite(v) and v >= 0 for v in (event, wall)):
                 raise _Broken("class 6 (patching the harness): the candidate reported no usable time for a timed call")
@@ -928,9 +934,9 @@ class _Judge:
             self.ask({"op": "timed", "slot": i % TIMING_POOL, "stamped": True})
             nbytes = expected.numel() * expected.element_size()
             done, payload, took = self.candidate.stamped_call(self.deadline, nbytes, "timed", seed)
-            self.check_facts(done)
-            if "error" in done or took is None:
-                raise _Broken(str(done.get("error") or "route: a timed call answered without its output")[:600])
+            self.accept(done)
+            if took is None:
+                raise _Broken("route: a timed call answered without its output")
             if took < 0:
                 raise _Broken(
                     f"class 6 (patching the harness): timed run {i}'s output was handed over before the judge let the "
@@ -1027,6 +1033,10 @@ class Candidates:
         self.confinement: dict = {}
         self.output_bytes: int | None = None  # known once every reference is timed; no candidate goes before
         self.timeline: list[dict] = []  # per process let go: its spawned/waiting/go/ready times (time.monotonic)
+        # Where no cgroup can be made, memory is capped by an rlimit, which this machine's CUDA might not start
+        # under (never yet tried on the H200): a candidate that cannot start under it is started again without it.
+        self.memory_rlimit = True
+        self.memory_rlimit_failed: str | None = None
 
     def start_early(self) -> None:
         self.current = self._spawn()
@@ -1043,10 +1053,7 @@ class Candidates:
         if self.current is None:
             self.current = self._spawn()
         if self.current.ready_at is None:
-            try:
-                self.current.go(self.output_bytes)
-            except CandidateDied as err:
-                raise CouldNotRun(f"the candidate process could not start before any route code ran: {err}") from err
+            self._let_go()
             current = self.current
             self.timeline.append(
                 {
@@ -1056,8 +1063,11 @@ class Candidates:
                     "ready": current.ready_at,
                 }
             )
+            described = current.confinement.describe()
+            if self.memory_rlimit_failed:
+                described["notes"].append(self.memory_rlimit_failed)
             self.confinement = {
-                **current.confinement.describe(),
+                **described,
                 "round_trip_ms": current.round_trip_ms,
                 "prepare_ms": current.prepare_ms,
                 "timed_overhead_ms": current.timed_overhead_ms,
@@ -1067,9 +1077,30 @@ class Candidates:
             }
         return self.current
 
+    def _let_go(self) -> None:
+        """Lets the current candidate go; only the judge's code has run in it before it is ready, so a failure here
+        is the machine's, not the route's."""
+        try:
+            self.current.go(self.output_bytes)
+            return
+        except CandidateDied as err:
+            limit = self.current.confinement.memory_limit
+            if limit is None:
+                raise CouldNotRun(f"the candidate process could not start before any route code ran: {err}") from err
+            self.current.stop()
+            self.memory_rlimit = False
+            self.memory_rlimit_failed = (
+                f"the candidate could not start under {limit}, so ran without a memory cap: {err}"[:600]
+            )
+            self.current = self._spawn()
+        try:
+            self.current.go(self.output_bytes)
+        except CandidateDied as err:
+            raise CouldNotRun(f"the candidate process could not start before any route code ran: {err}") from err
+
     def _spawn(self) -> CandidateProcess:
         try:
-            process = CandidateProcess(self.ctx, self.setup, self.workdir)
+            process = CandidateProcess(self.ctx, self.setup, self.workdir, self.memory_rlimit)
         except LookupError as err:
             raise CouldNotRun(str(err)) from err
         self.started += 1
