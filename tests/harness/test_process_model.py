@@ -11,6 +11,8 @@ import json
 import os
 import secrets
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -20,6 +22,7 @@ import torch
 from services.common.confine import job_ids
 from services.verifier.harness import verify
 from services.verifier.harness.candidate import Runner
+from services.verifier.harness.channel import OutputTail
 from services.verifier.harness.check import run_check
 from services.verifier.harness.verify import CandidateProcess, _fingerprint, _Judge
 from tests.harness.conftest import HERE, ROUTES, run_cli
@@ -240,6 +243,48 @@ def test_a_candidate_that_cannot_start_under_its_memory_rlimit_is_started_again_
     candidate = json.loads(metrics.read_text())["isolation"]["candidate"]
     assert candidate["memory_rlimit"] is None, candidate
     assert any(n.startswith("the candidate could not start under RLIMIT_AS") for n in candidate["notes"]), candidate
+
+
+CHATTY_SUM_DIM = """import os
+import torch
+from kernels.problems.sum_dim import Model
+
+
+class ModelNew(Model):
+    def forward(self, x):
+        for fd in (1, 2):
+            for _ in range(48):
+                os.write(fd, bytes(1 << 20))
+        os.write(2, b"the last words")
+        return super().forward(x)
+"""
+
+
+@AS_ROOT
+def test_what_a_candidate_prints_reaches_the_judges_disk_only_as_a_bounded_tail(tmp_path, rules_path, monkeypatch):
+    """The candidate's stdout and stderr went to a file in the judge's scratch directory, bounded only by the
+    candidate's file-size cap (1 GiB) per candidate process: a route printing without end filled the judge's disk,
+    the worker sandbox's 512 MiB /tmp. Here 96 MiB of output under a 16 MiB file cap: the file hit the cap and the
+    candidate died of SIGXFSZ; the judge now keeps only the last of it, in memory."""
+    monkeypatch.setenv("KB_CANDIDATE_FILE_MB", "16")
+    monkeypatch.setenv("KB_PROBLEM_TIME_LIMIT_S", "60")
+    route = tmp_path / "route"
+    route.mkdir()
+    (route / "sum_dim.py").write_text(CHATTY_SUM_DIM)
+    doc = smoke(route, rules_path, "sum_dim", skip_static=True)
+    sub = _only(doc, "sum_dim")
+    assert sub["passed"], sub["violations"]
+    assert doc["isolation"]["candidate_processes"] == 1
+
+
+def test_the_judge_keeps_the_last_of_what_a_process_printed_and_no_more():
+    printed = OutputTail(keep=4096)
+    script = "import os\nfor _ in range(8): os.write(1, bytes(1 << 20))\nos.write(1, b'the last words')"
+    process = subprocess.Popen([sys.executable, "-c", script], stdout=printed.write_fd)
+    printed.start()
+    process.wait()
+    assert printed.text(1 << 20).endswith("the last words")
+    assert len(printed.text(1 << 20)) <= 4096
 
 
 def test_the_candidate_runs_confined_and_the_metrics_name_it(rules_path):

@@ -6,7 +6,8 @@ memory the judge made and the candidate maps (shared_memory.py: device memory on
 into its own memory at once and checks like any other untrusted value: the candidate can still write the region
 while the judge compares, the judge's copy it cannot. The copy's cost is measured before route code is imported
 (verify.py's calibration) and recorded in the metrics file (isolation.candidate) and bench/harness/. A CPU profile's
-timed call answers on a socket the kernel stamps instead (StampedChannel).
+timed call answers on a socket the kernel stamps instead (StampedChannel). What it prints the judge keeps only as a
+bounded tail (OutputTail), for failure reasons.
 """
 
 import contextlib
@@ -15,6 +16,7 @@ import os
 import select
 import socket
 import struct
+import threading
 import time
 
 MAX_HEADER_BYTES = 1 << 20
@@ -206,3 +208,35 @@ class StampedChannel:
 
     def send_header(self, header: dict) -> None:
         self.sock.send(_HEADER + json.dumps(header).encode())
+
+
+class OutputTail:
+    """What a process writes to its stdout and stderr, read off a pipe as it comes and kept only as the last ``keep``
+    bytes, in memory: a file would put as much of it on the judge's disk as route code cares to write."""
+
+    def __init__(self, keep: int = 64 << 10):
+        self.keep = keep
+        self.read_fd, self.write_fd = os.pipe()
+        self._tail = bytearray()
+        self._lock = threading.Lock()
+        self._reader = threading.Thread(target=self._drain, name="candidate-output", daemon=True)
+
+    def start(self) -> None:
+        """Once the process holds the write end: the pipe ends when every process that inherited it has."""
+        os.close(self.write_fd)
+        self._reader.start()
+
+    def _drain(self) -> None:
+        try:
+            while chunk := os.read(self.read_fd, 1 << 16):
+                with self._lock:
+                    self._tail += chunk
+                    del self._tail[: -self.keep]
+        finally:
+            os.close(self.read_fd)
+
+    def text(self, size: int, wait_s: float = 0.5) -> str:
+        """The last ``size`` bytes, as text; waits up to ``wait_s`` for what an ended process left in the pipe."""
+        self._reader.join(wait_s)
+        with self._lock:
+            return bytes(self._tail[-size:]).decode("utf-8", "replace").strip()

@@ -47,6 +47,7 @@ from services.verifier.harness.channel import (
     Channel,
     ChannelClosed,
     ChannelTimeout,
+    OutputTail,
     ProtocolError,
     StampedChannel,
 )
@@ -283,7 +284,6 @@ class CandidateProcess:
         self.ctx = ctx
         self.setup = setup
         self.spawned_at = time.monotonic()
-        self.log_path = workdir / f"candidate-{secrets.token_hex(4)}.log"
         self.confinement = Confinement.prepare(
             setup.caps,
             name="kb-candidate",
@@ -319,16 +319,17 @@ class CandidateProcess:
         if ctx.device.type == "cuda":  # the judge keeps the rest: a candidate that takes it all fails, not the check
             env["KB_GPU_MEMORY_FRACTION"] = os.environ.get("KB_GPU_MEMORY_FRACTION", GPU_MEMORY_FRACTION)
         argv = self.confinement.command([sys.executable, "-m", "services.verifier.harness.candidate"])
-        with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=env,
-                pass_fds=(to_candidate, to_judge, stamped_end.fileno(), handover_end.fileno()),
-                start_new_session=True,  # its own process group, killed as one
-            )
+        self.printed = OutputTail()  # in the judge's memory: a file would take as much disk as route code writes
+        self.proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=self.printed.write_fd,
+            stderr=subprocess.STDOUT,
+            env=env,
+            pass_fds=(to_candidate, to_judge, stamped_end.fileno(), handover_end.fileno()),
+            start_new_session=True,  # its own process group, killed as one
+        )
+        self.printed.start()
         os.close(to_candidate)
         os.close(to_judge)
         stamped_end.close()
@@ -422,18 +423,9 @@ class CandidateProcess:
             how = "was killed by the judge"
         if caps:
             how += f"; it ran into {' and '.join(caps)}"
-        tail = self.output_tail(400)
+        tail = self.printed.text(400)
         self.dead = f"route: the candidate process {what} and {how}" + (f" (its output ends: {tail!r})" if tail else "")
         return self.dead
-
-    def output_tail(self, size: int) -> str:
-        try:
-            with open(self.log_path, "rb") as handle:
-                handle.seek(0, os.SEEK_END)
-                handle.seek(max(0, handle.tell() - size))
-                return handle.read().decode("utf-8", "replace").strip()
-        except OSError:
-            return ""
 
     def calibrate(self) -> None:
         """The channel's own cost, measured before any route code is imported: a round trip (with a device
@@ -1127,7 +1119,7 @@ def stage_route(route_dir: Path, workdir: Path) -> Path:
 
 
 def make_workdir() -> Path:
-    """The judge's own scratch directory: the staged route (readable by the job user), the candidate's log."""
+    """The judge's own scratch directory: the staged route (readable by the job user)."""
     workdir = Path(tempfile.mkdtemp(prefix="kb-judge-"))
     workdir.chmod(0o711)
     return workdir
