@@ -30,6 +30,8 @@ from pathlib import Path
 
 JOB_USER = os.environ.get("KB_JOB_USER", "kb-job")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+DEV = Path("/dev")
+NVIDIA_PROC = Path("/proc/driver/nvidia/gpus")
 # Scratch space the confined process may write (its /tmp), also where HOME and caches point.
 SCRATCH = "/tmp"
 
@@ -77,10 +79,34 @@ def usable_bwrap() -> tuple[str | None, str]:
     return _BWRAP_PROBE[0]
 
 
-def gpu_devices() -> list[str]:
-    return sorted(str(p) for p in Path("/dev").glob("nvidia*") if not p.is_dir()) + (
-        ["/dev/dri"] if Path("/dev/dri").is_dir() and any(Path("/dev").glob("nvidia*")) else []
-    )
+def gpu_minor(pci_address: str) -> int | None:
+    """The minor of the GPU at ``pci_address`` ("0000:dc:00.0"), its /dev/nvidia<minor>, from the driver's entry."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in (NVIDIA_PROC / pci_address / "information").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "Device Minor":
+                return int(value)
+    return None
+
+
+def nvidia_nodes() -> tuple[list[Path], list[Path]]:
+    """The NVIDIA driver's device nodes, and those of them that are one GPU's (/dev/nvidia<minor>)."""
+    nodes = sorted(p for p in DEV.glob("nvidia*") if not p.is_dir())
+    return nodes, [p for p in nodes if p.name.removeprefix("nvidia").isdigit()]
+
+
+def gpu_devices(pci_address: str | None = None) -> tuple[list[str], str | None]:
+    """The GPU device nodes to bind in, and the one entry of /proc/driver/nvidia/gpus to leave visible (None: all).
+    Every node, unless the host has several GPUs and ``pci_address`` names the one the process may use: then that
+    GPU's node and the driver's shared ones (nvidiactl, nvidia-uvm, ...), not /dev/dri (every GPU's render nodes,
+    which CUDA does not use), and that GPU's entry only, as the NVIDIA container toolkit does: a process that ignores
+    CUDA_VISIBLE_DEVICES cannot open the GPUs other checks time on."""
+    nodes, gpus = nvidia_nodes()
+    minor = gpu_minor(pci_address) if pci_address and len(gpus) > 1 else None
+    if minor is None:
+        return [str(p) for p in nodes] + ([str(DEV / "dri")] if (DEV / "dri").is_dir() and nodes else []), None
+    kept = [p for p in nodes if p not in gpus or p.name == f"nvidia{minor}"]
+    return [str(p) for p in kept], str(NVIDIA_PROC / pci_address)
 
 
 class Cgroup:
@@ -218,6 +244,7 @@ class Confinement:
     hidden: list[str] = field(default_factory=list)  # covered by empty tmpfs (the judge's files, KB_HOME, tokens)
     visible: list[str] = field(default_factory=list)  # bound back read-only (the code it runs, its inputs)
     gpu: bool = False
+    gpu_pci: str | None = None  # the PCI address of the GPU it may use: on a host of several, it gets only that one
     name: str = "kb-confined"
     memory_rlimit: bool = True  # where no cgroup can be made (False: the caller found it stops the process starting)
     ids: tuple[int, int] | None = None
@@ -227,11 +254,19 @@ class Confinement:
 
     @classmethod
     def prepare(
-        cls, caps: Caps, *, name: str, hidden=(), visible=(), gpu: bool = False, memory_rlimit: bool = True
+        cls,
+        caps: Caps,
+        *,
+        name: str,
+        hidden=(),
+        visible=(),
+        gpu: bool = False,
+        gpu_pci: str | None = None,
+        memory_rlimit: bool = True,
     ) -> "Confinement":
         """Decides the layers this machine allows. As root, the job user must exist: untrusted code never runs as
         root (LookupError otherwise)."""
-        self = cls(caps, list(hidden), list(visible), gpu, name, memory_rlimit)
+        self = cls(caps, list(hidden), list(visible), gpu, gpu_pci, name, memory_rlimit)
         if os.geteuid() == 0:
             self.ids = job_ids()
             if self.ids is None:
@@ -242,6 +277,8 @@ class Confinement:
             self.bwrap, why = usable_bwrap()
             if self.bwrap is None:
                 self.notes.append(f"{why}: host not read-only for the candidate, network not unshared")
+            elif gpu and not self.one_gpu and len(nvidia_nodes()[1]) > 1:
+                self.notes.append("several GPUs here, its own not found in the driver's entries: every one bound in")
             self.cgroup = Cgroup.create(f"{name}-{os.getpid()}", caps)
             if self.cgroup is None:
                 memory = self.memory_limit or "none"
@@ -262,6 +299,11 @@ class Confinement:
             return None
         return "RLIMIT_DATA" if self.gpu else "RLIMIT_AS"
 
+    @property
+    def one_gpu(self) -> bool:
+        """Whether its sandbox holds only the node of the GPU it may use (then CUDA numbers that GPU 0 in it)."""
+        return bool(self.gpu and self.bwrap and gpu_devices(self.gpu_pci)[1])
+
     def describe(self) -> dict:
         return {
             "uid": self.ids[0] if self.ids else os.geteuid(),
@@ -269,6 +311,7 @@ class Confinement:
             "bubblewrap": bool(self.bwrap),
             "cgroup": f"v{self.cgroup.version}" if self.cgroup else None,
             "memory_rlimit": self.memory_limit,
+            "gpu_nodes": gpu_devices(self.gpu_pci)[0] if self.gpu and self.bwrap else None,
             "caps": {
                 "memory_bytes": self.caps.memory_bytes,
                 "pids": self.caps.pids,
@@ -284,8 +327,11 @@ class Confinement:
         args += ["--unshare-net", "--unshare-uts", "--unshare-cgroup-try", "--ro-bind", "/", "/"]
         args += ["--dev", "/dev", "--proc", "/proc"]
         if self.gpu:
-            for dev in gpu_devices():
+            nodes, own_entry = gpu_devices(self.gpu_pci)
+            for dev in nodes:
                 args += ["--dev-bind", dev, dev]
+            if own_entry:  # the other GPUs' driver entries hidden, its own bound back
+                args += ["--tmpfs", str(NVIDIA_PROC), "--ro-bind", own_entry, own_entry]
         covered = [
             p for p in dict.fromkeys(["/root", "/run", "/var/tmp", "/dev/shm", *self.hidden]) if Path(p).is_dir()
         ]

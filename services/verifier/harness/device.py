@@ -54,6 +54,10 @@ class GpuKit:
         torch.cuda.init()
         props = torch.cuda.get_device_properties(device)
         self.runner = torch.cuda.get_device_name(device)
+        # Where the candidate's sandbox finds this GPU's device node (services/common/confine.py); torch builds that
+        # do not say leave every node bound in.
+        ids = [getattr(props, f"pci_{part}_id", None) for part in ("domain", "bus", "device")]
+        self.pci_address = None if None in ids else "{:04x}:{:02x}:{:02x}.0".format(*ids)
         self.l2_bytes = int(getattr(props, "L2_cache_size", 0) or 0)
         flush_bytes = max(MIN_FLUSH_BYTES, 2 * self.l2_bytes) if l2_flush else 0
         self.flush_buffer = torch.empty(flush_bytes // 4, dtype=torch.float32, device=device) if flush_bytes else None
@@ -136,6 +140,7 @@ class CpuKit:
     profile = "cpu"
     timer = "host"
     runner = "cpu"
+    pci_address = None
     flush_bytes = 0
     persisting_reset = "not applicable (CPU profile)"
 

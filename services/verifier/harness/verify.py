@@ -290,6 +290,7 @@ class CandidateProcess:
             hidden=setup.hidden,
             visible=[str(CODE_ROOT), str(setup.problems_root), str(setup.route_dir), *interpreter_paths()],
             gpu=ctx.device.type == "cuda",
+            gpu_pci=ctx.kit.pci_address,
             memory_rlimit=memory_rlimit,
         )
         to_candidate, from_judge = os.pipe()
@@ -316,6 +317,8 @@ class CandidateProcess:
         for name in ("TRITON_INTERPRET", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH"):
             if name in os.environ:
                 env[name] = os.environ[name]
+        if self.confinement.one_gpu:  # the only GPU in its sandbox is CUDA's device 0 there
+            env.pop("CUDA_VISIBLE_DEVICES", None)
         if ctx.device.type == "cuda":  # the judge keeps the rest: a candidate that takes it all fails, not the check
             env["KB_GPU_MEMORY_FRACTION"] = os.environ.get("KB_GPU_MEMORY_FRACTION", GPU_MEMORY_FRACTION)
         argv = self.confinement.command([sys.executable, "-m", "services.verifier.harness.candidate"])
