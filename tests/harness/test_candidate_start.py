@@ -78,7 +78,8 @@ def test_route_code_runs_only_after_the_reference_phase_of_the_check(tmp_path, r
     doc = run_check(route, rules_path, shapes="smoke", device="cpu", only=["sum_dim", "new_gelu"])
     (sub,) = [s for s in doc["subtasks"] if s["id"] == "new_gelu"]
     (violation,) = sub["violations"]
-    imported = float(re.search(r"imported at ([0-9.]+)", violation).group(1)) - process_started()
+    # In the phases' resolution (ms): the import can follow the ready within the same millisecond.
+    imported = round(float(re.search(r"imported at ([0-9.]+)", violation).group(1)) - process_started(), 3)
     phases = doc["phases"]
     (first,) = phases["candidates"]
     # The CPU profile's references are timed by the host clock, which a starting candidate would share: it starts
@@ -86,7 +87,7 @@ def test_route_code_runs_only_after_the_reference_phase_of_the_check(tmp_path, r
     assert doc["profile"] == "cpu" and phases["reference_phase"][1] <= first["spawned"], phases
     # Let go when the first problem it judges needs it, after the references; the route imported after that.
     assert phases["reference_phase"][1] <= phases["problems"]["new_gelu"][0] <= first["go"] <= first["ready"], phases
-    assert first["ready"] < imported < phases["problems"]["new_gelu"][1] <= phases["check_ended"], (imported, phases)
+    assert first["ready"] <= imported <= phases["problems"]["new_gelu"][1] <= phases["check_ended"], (imported, phases)
     assert set(doc["details"]["new_gelu"]["step_s"]) == {"candidate", "load"}  # the step that failed is counted too
 
 
