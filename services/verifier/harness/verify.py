@@ -1075,23 +1075,21 @@ class Candidates:
     def _let_go(self) -> None:
         """Lets the current candidate go; only the judge's code has run in it before it is ready, so a failure here
         is the machine's, not the route's."""
-        try:
-            self.current.go(self.output_bytes)
-            return
-        except CandidateDied as err:
-            limit = self.current.confinement.memory_limit
-            if limit is None:
-                raise CouldNotRun(f"the candidate process could not start before any route code ran: {err}") from err
-            self.current.stop()
-            self.memory_rlimit = False
-            self.memory_rlimit_failed = (
-                f"the candidate could not start under {limit}, so ran without a memory cap: {err}"[:600]
-            )
-            self.current = self._spawn()
-        try:
-            self.current.go(self.output_bytes)
-        except CandidateDied as err:
-            raise CouldNotRun(f"the candidate process could not start before any route code ran: {err}") from err
+        while True:
+            try:
+                self.current.go(self.output_bytes)
+                return
+            except CandidateDied as err:
+                limit = self.current.confinement.memory_limit
+                if limit is None:
+                    why = f"the candidate process could not start before any route code ran: {err}"
+                    raise CouldNotRun(why) from err
+                self.current.stop()
+                self.memory_rlimit = False
+                self.memory_rlimit_failed = (
+                    f"the candidate could not start under {limit}, so ran without a memory cap: {err}"[:600]
+                )
+                self.current = self._spawn()
 
     def _spawn(self) -> CandidateProcess:
         try:
