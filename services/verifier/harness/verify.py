@@ -314,7 +314,8 @@ class CandidateProcess:
             "KB_PROBLEMS_ROOT": str(setup.problems_root),
             **self.confinement.scratch_env(),
         }
-        for name in ("TRITON_INTERPRET", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH"):
+        # PYTHONHASHSEED: a run can fix the candidate's layout along with its own (bench/harness/layout_gpu.sh).
+        for name in ("TRITON_INTERPRET", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "PYTHONHASHSEED"):
             if name in os.environ:
                 env[name] = os.environ[name]
         if self.confinement.one_gpu:  # the only GPU in its sandbox is CUDA's device 0 there

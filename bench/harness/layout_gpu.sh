@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Issue 13, item 7's 1 %: is the spread a process's memory layout? The recorded checks show the score following the
+# candidate process's host speed, slow or quick on most problems of a check (bench/harness/isolation/README.md, "The
+# spread and the candidate's host speed"). Besides the CPU it runs on (bench/harness/cpu_probe.py), what differs
+# from one process to the next is its layout: address-space randomisation and Python's string hash seed. This runs
+# the direct harness on the bundled route, alternating plain checks with checks whose judge and candidate have both
+# fixed (`setarch -R`, inherited by every process it starts; PYTHONHASHSEED=0, which the judge passes on), and
+# compares the spread of the scores and of the candidate's host part inside the events. Disabling randomisation in
+# the candidate costs nothing it protects: the process runs untrusted code by design.
+# usage (repository root, on the H200, with what the GPU image lacks in $CARRY):
+#   OUT=dir CARRY=.kbgpu/carry [BUDGET=540] [SHAPES=full] bash bench/harness/layout_gpu.sh
+set -u
+export PYTHONUNBUFFERED=1
+OUT="${OUT:?set OUT}"
+BUDGET="${BUDGET:-540}"
+SHAPES="${SHAPES:-full}"
+export CARRY="${CARRY:-.kbgpu/carry}"
+started=$(date +%s)
+mkdir -p "$OUT/layout"
+log="$OUT/layout/layout.log"
+date -u >"$log"
+[ -d "$CARRY" ] && . bench/harness/gpu_prepare.sh "$log"
+i=0
+while (($(date +%s) - started < BUDGET - 80)); do
+    i=$((i + 1))
+    for mode in plain fixed; do
+        metrics="$OUT/layout/${mode}_$i.json"
+        run=(python3 -m services.verifier.harness kernels/triton --metrics "$metrics" --shapes "$SHAPES")
+        [ "$mode" = fixed ] && run=(env PYTHONHASHSEED=0 setarch "$(uname -m)" -R "${run[@]}")
+        t0=$(date +%s)
+        timeout 75 "${run[@]}" >>"$log" 2>&1
+        echo "$mode $i rc=$? wall_s=$(($(date +%s) - t0))" >>"$log"
+    done
+done
+python3 - "$OUT/layout" <<'PY' | tee "$OUT/layout/summary.txt"
+import json, statistics, sys
+from pathlib import Path
+sys.path.insert(0, ".")
+from bench.harness.spread_from_metrics import host_ms
+for mode in ("plain", "fixed"):
+    docs = [json.loads(p.read_text()) for p in sorted(Path(sys.argv[1]).glob(f"{mode}_*.json"))]
+    docs = [d for d in docs if d.get("passed")]
+    if len(docs) < 2:
+        print(f"{mode}: {len(docs)} passing checks, too few")
+        continue
+    scores = [d["score"] for d in docs]
+    hosts = [sum(host_ms(d["details"][s["id"]].get("candidate_split_ms")) for s in d["subtasks"]) for d in docs]
+    spread = lambda v: 100 * (max(v) - min(v)) / statistics.median(v) if statistics.median(v) else float("nan")
+    print(f"{mode}: {len(docs)} checks, scores {min(scores):.4g}-{max(scores):.4g} (spread {spread(scores):.1f} %), "
+          f"candidate host part over 12 problems {min(hosts):.3f}-{max(hosts):.3f} ms (spread {spread(hosts):.1f} %)")
+PY
