@@ -116,6 +116,7 @@ class Cgroup:
         self.version = version
         self.dirs = dirs  # controller ("memory", "pids", or "" for v2) -> directory
         self.caps = caps
+        self.reported: dict[str, int] = {}  # each cap's counter when exceeded() was last asked
 
     @classmethod
     def create(cls, name: str, caps: Caps) -> "Cgroup | None":
@@ -192,21 +193,23 @@ class Cgroup:
         return 0
 
     def exceeded(self) -> list[str]:
-        """The caps this group ran into, named for a failure reason."""
-        found = []
+        """The caps this group ran into since the last time it was asked, named for a failure reason: its counters
+        never go down, and one process may fail several times (a route whose allocation failed on one problem and
+        that crashes on the next did not run into its memory cap again)."""
         memory, pids = ("", "") if self.version == 2 else ("memory", "pids")
         if self.version == 2:
-            oom = self._field(self._read(memory, "memory.events"), "oom_kill") or self._field(
-                self._read(memory, "memory.events"), "max"
-            )
+            events = self._read(memory, "memory.events")
+            oom = self._field(events, "oom_kill") + self._field(events, "max")
         else:
-            oom = self._field(self._read(memory, "memory.oom_control"), "oom_kill") or int(
+            oom = self._field(self._read(memory, "memory.oom_control"), "oom_kill") + int(
                 self._read(memory, "memory.failcnt").strip() or 0
             )
-        if oom:
-            found.append(f"its memory cap ({self.caps.memory_bytes >> 20} MiB)")
-        if self._field(self._read(pids, "pids.events"), "max"):
-            found.append(f"its process cap ({self.caps.pids} processes)")
+        counts = {
+            f"its memory cap ({self.caps.memory_bytes >> 20} MiB)": oom,
+            f"its process cap ({self.caps.pids} processes)": self._field(self._read(pids, "pids.events"), "max"),
+        }
+        found = [name for name, count in counts.items() if count > self.reported.get(name, 0)]
+        self.reported.update(counts)
         return found
 
     def pids(self) -> list[int]:

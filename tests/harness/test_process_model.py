@@ -260,6 +260,50 @@ class ModelNew(Model):
 """
 
 
+FORKS_TO_ITS_CAP_THEN_REAPS = """import os, time
+import torch
+
+
+class ModelNew(torch.nn.Module):
+    def __init__(self, *args):
+        super().__init__()
+
+    def forward(self, x):
+        children = []
+        try:
+            while True:
+                pid = os.fork()
+                if pid == 0:
+                    time.sleep(0.5)
+                    os._exit(0)
+                children.append(pid)
+        finally:
+            for pid in children:
+                os.waitpid(pid, 0)
+"""
+
+
+@AS_ROOT
+def test_a_cap_is_named_for_the_failure_that_ran_into_it_not_for_every_later_one(tmp_path, rules_path, monkeypatch):
+    """A cgroup's counters never go down and the candidate outlives an error of route code: once sum_dim had run
+    into its process cap, new_gelu's unrelated error was said to have run into it too."""
+    monkeypatch.setenv("KB_CANDIDATE_PIDS", "32")
+    route = tmp_path / "route"
+    route.mkdir()
+    (route / "sum_dim.py").write_text(FORKS_TO_ITS_CAP_THEN_REAPS)
+    (route / "new_gelu.py").write_text(
+        "import torch\n\n\nclass ModelNew(torch.nn.Module):\n    def __init__(self, *args):\n"
+        "        super().__init__()\n\n    def forward(self, x):\n        raise ValueError('unrelated')\n"
+    )
+    doc = smoke(route, rules_path, "sum_dim", "new_gelu", skip_static=True)
+    if doc["isolation"]["candidate"]["cgroup"] is None:
+        pytest.skip("no cgroup here: the process cap is an rlimit, whose count is not kept")
+    (forked,) = _only(doc, "sum_dim")["violations"]
+    assert "BlockingIOError" in forked and forked.endswith("it ran into its process cap (32 processes)"), forked
+    assert _only(doc, "new_gelu")["violations"] == ["route: candidate raised ValueError: unrelated"]
+    assert doc["isolation"]["candidate_processes"] == 1
+
+
 @AS_ROOT
 def test_what_a_candidate_prints_reaches_the_judges_disk_only_as_a_bounded_tail(tmp_path, rules_path, monkeypatch):
     """The candidate's stdout and stderr went to a file in the judge's scratch directory, bounded only by the

@@ -324,15 +324,23 @@ class CandidateProcess:
             env["KB_GPU_MEMORY_FRACTION"] = os.environ.get("KB_GPU_MEMORY_FRACTION", GPU_MEMORY_FRACTION)
         argv = self.confinement.command([sys.executable, "-m", "services.verifier.harness.candidate"])
         self.printed = OutputTail()  # in the judge's memory: a file would take as much disk as route code writes
-        self.proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=self.printed.write_fd,
-            stderr=subprocess.STDOUT,
-            env=env,
-            pass_fds=(to_candidate, to_judge, stamped_end.fileno(), handover_end.fileno()),
-            start_new_session=True,  # its own process group, killed as one
-        )
+        try:
+            self.proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=self.printed.write_fd,
+                stderr=subprocess.STDOUT,
+                env=env,
+                pass_fds=(to_candidate, to_judge, stamped_end.fileno(), handover_end.fileno()),
+                start_new_session=True,  # its own process group, killed as one
+            )
+        except BaseException:  # nothing of it outlives the failed start in the judge (the check goes on or ends)
+            for fd in (to_candidate, to_judge, from_candidate, from_judge, self.printed.read_fd, self.printed.write_fd):
+                os.close(fd)
+            for sock in (self.stamped.sock, stamped_end, self.handover, handover_end):
+                sock.close()
+            self.confinement.close()
+            raise
         self.printed.start()
         os.close(to_candidate)
         os.close(to_judge)
@@ -406,6 +414,7 @@ class CandidateProcess:
         self.ctx.kit.sync()
 
     def _ended(self, during: str, what: str) -> NoReturn:
+        self.note_caps()
         if what == "ended":  # let it finish ending: its exit status says how
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout=5)
@@ -534,6 +543,7 @@ class CandidateProcess:
             self.kill()
             raise CandidateDied(self._died(f"gave no answer to '{during}' in time")) from None
         except (ChannelClosed, ProtocolError, OSError) as err:
+            self.note_caps()
             if not isinstance(err, ProtocolError):
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     self.proc.wait(timeout=5)
@@ -546,9 +556,14 @@ class CandidateProcess:
         header, payload, stamp = got
         return header, payload, (stamp - started) / 1e6
 
-    def kill(self) -> None:
-        if self.caps_hit is None:  # before the kill: an rlimit's count is of the processes still running
+    def note_caps(self) -> None:
+        """The caps it ran into, asked once, as early as its end is known: an rlimit's count is of the processes
+        still running, before the judge waits for them to end or kills them."""
+        if self.caps_hit is None:
             self.caps_hit = self.confinement.exceeded()
+
+    def kill(self) -> None:
+        self.note_caps()
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -1074,15 +1089,17 @@ class Candidates:
         return self.current
 
     def _let_go(self) -> None:
-        """Lets the current candidate go; only the judge's code has run in it before it is ready, so a failure here
-        is the machine's, not the route's."""
+        """Lets the current candidate go. Only the judge's code has run in it before it is ready; and before the
+        check's first candidate is ready no route code of the check has run at all, so a failure there is the
+        machine's: that one, and only that one, is started again without its memory rlimit (a candidate started
+        after another died could have been kept from starting by what the route left behind)."""
         while True:
             try:
                 self.current.go(self.output_bytes)
                 return
             except CandidateDied as err:
                 limit = self.current.confinement.memory_limit
-                if limit is None:
+                if limit is None or self.timeline:
                     why = f"the candidate process could not start before any route code ran: {err}"
                     raise CouldNotRun(why) from err
                 self.current.stop()
