@@ -4,6 +4,7 @@ reference and said so, however long that takes; a candidate that dies while it s
 not run".
 """
 
+import os
 import re
 import secrets
 import select
@@ -14,6 +15,7 @@ import pytest
 import torch
 
 from contracts.rules import load_file
+from services.verifier.harness import verify
 from services.verifier.harness.check import CouldNotRun, candidate_caps, process_started, run_check
 from services.verifier.harness.device import CpuKit
 from services.verifier.harness.verify import CandidateProcess, CandidateSetup, Context, make_workdir, stage_route
@@ -99,3 +101,31 @@ def test_a_candidate_that_dies_while_it_starts_makes_the_check_could_not_run(rul
         "the candidate process could not start before any route code ran: route: the candidate process ended during "
         "'start-up'"
     ), caught.value
+
+
+def test_a_candidate_that_cannot_be_started_leaves_no_descriptor_open_in_the_judge(tmp_path, rules_path, monkeypatch):
+    """The judge survives a failed start (the check goes on to say it could not run): the pipes, sockets and the
+    output tail's pipe it made for that candidate are closed, not left for the rest of the judge's life."""
+    rules = load_file(rules_path)
+    device = torch.device("cpu")
+    ctx = Context(rules, "smoke", device, CpuKit(device))
+    workdir = make_workdir()
+    setup = CandidateSetup(
+        route_dir=stage_route(_marker_route(tmp_path / "route", "x"), workdir),
+        problems_root=REPO,
+        hidden=(),
+        caps=candidate_caps("cpu"),
+        profile="cpu",
+    )
+
+    def cannot_start(*args, **kwargs):
+        raise OSError("no such interpreter")
+
+    monkeypatch.setattr(verify.subprocess, "Popen", cannot_start)
+    before = sorted(os.listdir("/proc/self/fd"))
+    try:
+        with pytest.raises(OSError, match="no such interpreter"):
+            CandidateProcess(ctx, setup, workdir)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    assert sorted(os.listdir("/proc/self/fd")) == before
