@@ -55,9 +55,9 @@ def pci_addresses() -> list[str]:
 def main() -> None:
     out = Path(sys.argv[1])
     report = {"nodes": [str(p) for p in nvidia_nodes()[0]], "slots": {}}
-    for address in pci_addresses():
+    for index, address in enumerate(pci_addresses()):
         confinement = Confinement.prepare(
-            Caps(), name="kb-gpu-slot-probe", visible=[str(ROOT), *interpreter_paths()], gpu=True, gpu_pci=address
+            Caps(), name=f"kb-gpu-slot-{index}", visible=[str(ROOT), *interpreter_paths()], gpu=True, gpu_pci=address
         )
         try:
             done = subprocess.run(
