@@ -5,11 +5,13 @@
 # reference stayed within 1 % (run22, isolation README). A fixed layout did not narrow it (run22). This picks the four
 # CPUs quickest in a short sweep of the same probe and runs the direct harness on the bundled route pinned to them
 # (judge and candidate: the affinity is inherited), then compares the spread with run22's unpinned checks.
-# usage (repository root, on the H200): OUT=dir CARRY=.kbgpu/carry [BUDGET=480] bash bench/harness/pinned_gpu.sh
+# usage (repository root, on the H200):
+#   OUT=dir CARRY=.kbgpu/carry [BUDGET=480] [SHAPES=full] bash bench/harness/pinned_gpu.sh
 set -u
 export PYTHONUNBUFFERED=1
 OUT="${OUT:?set OUT}"
 BUDGET="${BUDGET:-480}"
+SHAPES="${SHAPES:-full}"
 export CARRY="${CARRY:-.kbgpu/carry}"
 started=$(date +%s)
 mkdir -p "$OUT/pinned"
@@ -31,7 +33,7 @@ while (($(date +%s) - started + RUN_LIMIT + 15 < BUDGET)); do
     i=$((i + 1))
     t0=$(date +%s)
     timeout "$RUN_LIMIT" taskset -c "$cpus" python3 -m services.verifier.harness kernels/triton \
-        --metrics "$OUT/pinned/pinned_$i.json" --shapes full >>"$log" 2>&1
+        --metrics "$OUT/pinned/pinned_$i.json" --shapes "$SHAPES" >>"$log" 2>&1
     echo "pinned $i rc=$? wall_s=$(($(date +%s) - t0))" >>"$log"
 done
 python3 - "$OUT/pinned" "$cpus" <<'PY' | tee "$OUT/pinned/summary.txt"
