@@ -18,6 +18,7 @@ state what its untrusted part ran under. Wall time is the caller's to enforce (i
 """
 
 import contextlib
+import functools
 import os
 import pwd
 import resource
@@ -302,10 +303,15 @@ class Confinement:
             return None
         return "RLIMIT_DATA" if self.gpu else "RLIMIT_AS"
 
+    @functools.cached_property
+    def gpu_binding(self) -> tuple[list[str], str | None]:
+        """``gpu_devices`` for its GPU, looked up once: what its sandbox binds in and the driver entry it keeps."""
+        return gpu_devices(self.gpu_pci) if self.gpu and self.bwrap else ([], None)
+
     @property
     def one_gpu(self) -> bool:
         """Whether its sandbox holds only the node of the GPU it may use (then CUDA numbers that GPU 0 in it)."""
-        return bool(self.gpu and self.bwrap and gpu_devices(self.gpu_pci)[1])
+        return self.gpu_binding[1] is not None
 
     def describe(self) -> dict:
         return {
@@ -314,7 +320,7 @@ class Confinement:
             "bubblewrap": bool(self.bwrap),
             "cgroup": f"v{self.cgroup.version}" if self.cgroup else None,
             "memory_rlimit": self.memory_limit,
-            "gpu_nodes": gpu_devices(self.gpu_pci)[0] if self.gpu and self.bwrap else None,
+            "gpu_nodes": self.gpu_binding[0] if self.gpu and self.bwrap else None,
             "caps": {
                 "memory_bytes": self.caps.memory_bytes,
                 "pids": self.caps.pids,
@@ -330,7 +336,7 @@ class Confinement:
         args += ["--unshare-net", "--unshare-uts", "--unshare-cgroup-try", "--ro-bind", "/", "/"]
         args += ["--dev", "/dev", "--proc", "/proc"]
         if self.gpu:
-            nodes, own_entry = gpu_devices(self.gpu_pci)
+            nodes, own_entry = self.gpu_binding
             for dev in nodes:
                 args += ["--dev-bind", dev, dev]
             if own_entry:  # the other GPUs' driver entries hidden, its own bound back

@@ -56,8 +56,8 @@ def failure(err: BaseException) -> str:
     """An exception of route code for the judge's reason. Without a cgroup the memory cap is an rlimit of this process
     (confine.py), which fails an allocation rather than killing the process: the reason names it then, since only
     this side can see that the failure was an allocation (the judge names the caps it sees itself)."""
-    why = f"{type(err).__name__}: {str(err)[:300]}"
     text = str(err)
+    why = f"{type(err).__name__}: {text[:300]}"
     if isinstance(err, MemoryError) or getattr(err, "errno", None) == errno.ENOMEM or "allocate memory" in text:
         for name in ("AS", "DATA"):
             soft, _ = resource.getrlimit(getattr(resource, f"RLIMIT_{name}"))

@@ -275,6 +275,11 @@ class CandidateSetup:
     problem_ids: tuple[str, ...] = ()  # the problems the candidate will be asked to run (the CPU profile's draw costs)
 
 
+def ran_into(caps: list[str]) -> str:
+    """The caps a candidate ran into, as the end of a failure reason ("" for none)."""
+    return f"; it ran into {' and '.join(caps)}" if caps else ""
+
+
 class CandidateProcess:
     """The confined process route code runs in, and the judge's only line to it. Started (``__init__``) while the
     judge may still be timing its references, it loads its interpreter and torch and waits; ``go`` lets it start CUDA
@@ -434,8 +439,7 @@ class CandidateProcess:
             how = f"exited with code {code}"
         else:
             how = "was killed by the judge"
-        if caps:
-            how += f"; it ran into {' and '.join(caps)}"
+        how += ran_into(caps)
         tail = self.printed.text(400)
         self.dead = f"route: the candidate process {what} and {how}" + (f" (its output ends: {tail!r})" if tail else "")
         return self.dead
@@ -609,8 +613,7 @@ class _Judge:
         candidate ran into (an rlimit fails an allocation or a fork inside route code rather than killing it)."""
         self.check_facts(header)
         if "error" in header:
-            caps = self.candidate.confinement.exceeded()
-            raise _Broken(str(header["error"])[:600] + (f"; it ran into {' and '.join(caps)}" if caps else ""))
+            raise _Broken(str(header["error"])[:600] + ran_into(self.candidate.confinement.exceeded()))
 
     def check_facts(self, header: dict) -> None:
         """What the candidate side saw of tampering (defence in depth: the judge's own checks do not need it)."""
@@ -1044,9 +1047,9 @@ class Candidates:
         self.confinement: dict = {}
         self.output_bytes: int | None = None  # known once every reference is timed; no candidate goes before
         self.timeline: list[dict] = []  # per process let go: its spawned/waiting/go/ready times (time.monotonic)
-        # Where no cgroup can be made, memory is capped by an rlimit, which this machine's CUDA might not start
-        # under (never yet tried on the H200): a candidate that cannot start under it is started again without it.
-        self.memory_rlimit = True
+        # Where no cgroup can be made, memory is capped by an rlimit, which a machine's CUDA might not start under
+        # (the H200's does: bench/harness/isolation, run21): a check's first candidate that cannot start under it is
+        # started again without it, and so is every later one of the check; this says why.
         self.memory_rlimit_failed: str | None = None
 
     def start_early(self) -> None:
@@ -1103,7 +1106,6 @@ class Candidates:
                     why = f"the candidate process could not start before any route code ran: {err}"
                     raise CouldNotRun(why) from err
                 self.current.stop()
-                self.memory_rlimit = False
                 self.memory_rlimit_failed = (
                     f"the candidate could not start under {limit}, so ran without a memory cap: {err}"[:600]
                 )
@@ -1111,7 +1113,7 @@ class Candidates:
 
     def _spawn(self) -> CandidateProcess:
         try:
-            process = CandidateProcess(self.ctx, self.setup, self.workdir, self.memory_rlimit)
+            process = CandidateProcess(self.ctx, self.setup, self.workdir, self.memory_rlimit_failed is None)
         except LookupError as err:
             raise CouldNotRun(str(err)) from err
         self.started += 1
