@@ -21,24 +21,9 @@ log="$OUT/layout/layout.log"
 date -u >"$log"
 [ -d "$CARRY" ] && . bench/harness/gpu_prepare.sh "$log"
 summarise() { # the spreads so far: written after every pair, so that a call cut short still returns them
-    python3 - "$OUT/layout" >"$OUT/layout/summary.txt" <<'PY'
-import json, statistics, sys
-from pathlib import Path
-sys.path.insert(0, ".")
-from bench.harness.spread_from_metrics import host_ms
-for mode in ("plain", "fixed"):
-    docs = [json.loads(p.read_text()) for p in sorted(Path(sys.argv[1]).glob(f"{mode}_*.json"))]
-    docs = [d for d in docs if d.get("passed")]
-    if len(docs) < 2:
-        print(f"{mode}: {len(docs)} passing checks, too few")
-        continue
-    scores = [d["score"] for d in docs]
-    hosts = [sum(host_ms(d["details"][s["id"]].get("candidate_split_ms")) for s in d["subtasks"]) for d in docs]
-    spread = lambda v: 100 * (max(v) - min(v)) / statistics.median(v) if statistics.median(v) else float("nan")
-    print(f"{mode}: {len(docs)} passing checks (verified: {sum(bool(d.get('verified')) for d in docs)}), scores "
-          f"{min(scores):.4g}-{max(scores):.4g} (spread {spread(scores):.1f} %), candidate host part inside the events "
-          f"summed over the problems {min(hosts):.3f}-{max(hosts):.3f} ms (spread {spread(hosts):.1f} %)")
-PY
+    for mode in plain fixed; do
+        python3 bench/harness/spread_from_metrics.py --spread-of "$mode" "$OUT/layout/${mode}"_*.json
+    done >"$OUT/layout/summary.txt"
 }
 RUN_LIMIT=75
 i=0

@@ -36,23 +36,5 @@ while (($(date +%s) - started + RUN_LIMIT + 15 < BUDGET)); do
         --metrics "$OUT/pinned/pinned_$i.json" --shapes "$SHAPES" >>"$log" 2>&1
     echo "pinned $i rc=$? wall_s=$(($(date +%s) - t0))" >>"$log"
 done
-python3 - "$OUT/pinned" "$cpus" <<'PY' | tee "$OUT/pinned/summary.txt"
-import json, statistics, sys
-from pathlib import Path
-sys.path.insert(0, ".")
-from bench.harness.spread_from_metrics import host_ms
-docs = [json.loads(p.read_text()) for p in sorted(Path(sys.argv[1]).glob("pinned_*.json"))]
-docs = [d for d in docs if d.get("passed")]
-scores = [d["score"] for d in docs]
-hosts = [sum(host_ms(d["details"][s["id"]].get("candidate_split_ms")) for s in d["subtasks"]) for d in docs]
-def spread(values):
-    middle = statistics.median(values) if values else 0
-    return 100 * (max(values) - min(values)) / middle if len(values) > 1 and middle else float("nan")
-
-
-verified = sum(bool(d.get("verified")) for d in docs)
-print(f"pinned to CPUs {sys.argv[2]}: {len(docs)} passing checks (verified: {verified}), scores "
-      f"{min(scores, default=0):.4g}-{max(scores, default=0):.4g} (spread {spread(scores):.1f} %), candidate host part "
-      f"inside the events summed over the problems {min(hosts, default=0):.3f}-{max(hosts, default=0):.3f} ms "
-      f"(spread {spread(hosts):.1f} %)")
-PY
+python3 bench/harness/spread_from_metrics.py --spread-of "pinned to CPUs $cpus" "$OUT/pinned"/pinned_*.json |
+    tee "$OUT/pinned/summary.txt"

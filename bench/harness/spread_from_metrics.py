@@ -5,6 +5,7 @@ problems that host part was above its median over the checks (a state of the pro
 the score goes with each.
 
 usage: python3 bench/harness/spread_from_metrics.py [bench/harness/isolation/run*/svc/*.json ...]
+       python3 bench/harness/spread_from_metrics.py --spread-of LABEL FILE...   (one line: the spread of some checks)
 """
 
 import glob
@@ -20,7 +21,32 @@ def host_ms(split: dict | None) -> float:
     return sum((split or {}).get(part, 0.0) for part in HOST_PARTS)
 
 
+def spread_percent(values: list[float]) -> float:
+    middle = statistics.median(values) if values else 0
+    return 100 * (max(values) - min(values)) / middle if len(values) > 1 and middle else float("nan")
+
+
+def spread_of(label: str, paths: list[str]) -> str:
+    """One line on a set of checks (bench/harness/layout_gpu.sh, pinned_gpu.sh): how far their scores and the
+    candidate's host part inside the events, summed over the problems, spread."""
+    docs = [json.loads(Path(p).read_text()) for p in paths if Path(p).is_file()]  # an unmatched glob stays a word
+    docs = [d for d in docs if d.get("passed")]
+    if len(docs) < 2:
+        return f"{label}: {len(docs)} passing checks, too few"
+    scores = [d["score"] for d in docs]
+    hosts = [sum(host_ms(d["details"][s["id"]].get("candidate_split_ms")) for s in d["subtasks"]) for d in docs]
+    verified = sum(bool(d.get("verified")) for d in docs)
+    return (
+        f"{label}: {len(docs)} passing checks (verified: {verified}), scores {min(scores):.4g}-{max(scores):.4g} "
+        f"(spread {spread_percent(scores):.1f} %), candidate host part inside the events summed over the problems "
+        f"{min(hosts):.3f}-{max(hosts):.3f} ms (spread {spread_percent(hosts):.1f} %)"
+    )
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--spread-of"]:
+        print(spread_of(sys.argv[2], sys.argv[3:]))
+        return
     here = Path(__file__).resolve().parent / "isolation"
     paths = sys.argv[1:] or sorted(glob.glob(str(here / "run*" / "svc" / "*.json")))
     rows = []
