@@ -6,7 +6,8 @@ speed"; bench/harness/spread_from_metrics.py). This probe pins itself to each CP
 turn and times what a timed call's host side does -- an empty call through GpuKit.time_one and a small kernel launch
 through torch's dispatcher -- then does the sweep again a few times over a minute: a CPU that is slow in every sweep
 points at placement (and a fix: the candidate pinned to a fast CPU), every CPU slow in one sweep at time (the host's
-other tenants), which pinning cannot fix.
+other tenants), which pinning cannot fix. Beside each launch it times plain Python (no device call): slow together
+means the CPU is slow at that moment, a launch slow alone the path to the GPU.
 
 usage: python3 bench/harness/cpu_probe.py OUT.json [--sweeps 5] [--pause 10] [--calls 200]
 """
@@ -36,6 +37,17 @@ def host_split(kit, run, calls: int) -> dict:
     return {"record_start": start, "call": call, "record_end": end, "sync": sync, "host": start + call + end}
 
 
+def python_ms(calls: int) -> float:
+    """Median ms of a fixed piece of plain Python, no device call in it: if this is slow when a launch is, the CPU
+    itself is slow at that moment (its clock, a busy sibling on the host), not the path to the GPU."""
+    took = []
+    for _ in range(calls):
+        t0 = time.perf_counter()
+        sum(range(300))
+        took.append(time.perf_counter() - t0)
+    return statistics.median(took) * 1e3
+
+
 def sweep(kit, cpus: list[int], calls: int, device: torch.device) -> dict:
     small = torch.zeros(1024, device=device)
     found = {}
@@ -45,6 +57,7 @@ def sweep(kit, cpus: list[int], calls: int, device: torch.device) -> dict:
         found[cpu] = {
             "empty": host_split(kit, lambda: None, calls),
             "launch": host_split(kit, lambda: small.add_(1.0), calls),
+            "python": python_ms(calls),
         }
     return found
 
@@ -70,9 +83,12 @@ def main() -> None:
         result["sweeps"].append({"at_s": time.time(), "per_cpu": sweep(kit, cpus, args.calls, device)})
     os.sched_setaffinity(0, set(cpus))
     Path(args.out).write_text(json.dumps(result, indent=1))
-    print("host ms of a small launch (start record + call + end record), per CPU and sweep:")
+    print("host us of a small launch (start record + call + end record) / of plain Python, per CPU and sweep:")
     for cpu in cpus:
-        row = " ".join(f"{s['per_cpu'][cpu]['launch']['host']:.4f}" for s in result["sweeps"])
+        row = " ".join(
+            f"{s['per_cpu'][cpu]['launch']['host'] * 1e3:.1f}/{s['per_cpu'][cpu]['python'] * 1e3:.1f}"
+            for s in result["sweeps"]
+        )
         print(f"cpu {cpu:>3} (siblings {siblings[cpu]}): {row}")
 
 
