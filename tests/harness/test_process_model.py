@@ -511,3 +511,38 @@ def test_an_honest_route_under_the_gpu_protocol_passes_with_the_judges_inputs(ru
     for sub in doc["subtasks"]:
         details = doc["details"][sub["id"]]
         assert details["judge_prepare_ms"] - details["judge_prepare_alone_ms"] < CPU_PREPARE_SLACK_MS, details
+
+
+def test_the_timed_slots_memory_is_made_after_both_sides_gave_back_what_correctness_cached(rules_path, monkeypatch):
+    """The slots' memory comes from outside torch's allocator, so what the judge and the candidate cached of the
+    correctness calls would stay on the card beside it: at full shapes on an 80 GB H100 log_softmax's first slot ran
+    out of device memory in every check (bench/harness/isolation, run23). Per problem, the candidate is told to
+    release and the judge releases its own before the first slot is made."""
+    _gpu_protocol_on_the_cpu(monkeypatch)
+    trace = []
+    ask, create, release = CandidateProcess.ask, verify.Region.create.__func__, verify.release_memory
+
+    def traced_ask(self, order, *args, **kwargs):
+        trace.append(order["op"])
+        return ask(self, order, *args, **kwargs)
+
+    def traced_create(cls, *args, **kwargs):
+        trace.append("region made")
+        return create(cls, *args, **kwargs)
+
+    def traced_release(device):
+        trace.append("judge released")
+        release(device)
+
+    monkeypatch.setattr(CandidateProcess, "ask", traced_ask)
+    monkeypatch.setattr(verify.Region, "create", classmethod(traced_create))
+    monkeypatch.setattr(verify, "release_memory", traced_release)
+    doc = smoke(ROUTES / "reference", rules_path, "new_gelu", "log_softmax")
+    assert doc["passed"], doc["reasons"]
+    loads = [i for i, op in enumerate(trace) if op == "load"]
+    assert len(loads) == 2, trace
+    for start in loads:
+        first_slot = trace.index("region made", start)
+        before = trace[start:first_slot]
+        assert "release" in before and "judge released" in before, before
+        assert before.index("release") < before.index("judge released"), before

@@ -836,6 +836,10 @@ class _Judge:
         timed call are drawn by the judge into one of two regions of device memory the candidate maps as its slots,
         after the candidate said it was ready and before the L2 flush and the go (check_prepare bounds what the
         candidate may do on the device meanwhile)."""
+        # Both sides give back first what their allocators cached of the correctness calls: the regions come from
+        # outside those caches, and with them kept a full-shape log_softmax ran an 80 GB card out of memory (run23).
+        self.ask({"op": "release"})
+        release_memory(self.ctx.device)
         regions = []
         try:
             for slot in range(TIMING_POOL):
