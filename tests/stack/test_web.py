@@ -14,6 +14,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from services.common import auth
+from services.common.config import METRICS_PORTS
 from services.common.eventlog import EventLog
 from tests.databases import create_database, drop_database
 from tests.streams import delete_stream, stream_settings
@@ -87,7 +88,7 @@ def web_env(tmp_path, board_port: int, web_port: int, token: str | None) -> dict
         "KB_HOME": str(tmp_path),
         "KB_BOARD_ADDR": f"127.0.0.1:{board_port}",
         "KB_WEB_PORT": str(web_port),
-        "KB_WEB_METRICS_PORT": str(free_port()),
+        "KB_WEB_METRICS_PORT": str(METRICS_PORTS["web"]),  # the web_port fixture's
         "KB_WEB_TOKEN_FILE": str(token_file),
         "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
     }
@@ -95,8 +96,10 @@ def web_env(tmp_path, board_port: int, web_port: int, token: str | None) -> dict
 
 @pytest.fixture
 def web_port(stack, monkeypatch):
+    """Both of the web board's ports moved off the fixed ones, which a `make up` stack on this machine holds."""
     port = free_port()
     monkeypatch.setitem(stack.HTTP_PORTS, "web", port)
+    monkeypatch.setitem(stack.METRICS_PORTS, "web", free_port())
     return port
 
 
