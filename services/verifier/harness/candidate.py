@@ -16,7 +16,6 @@ memory (class 1), the thread count and the persisting-L2 limit (classes 5 and 7)
 
 import ctypes
 import errno
-import gc
 import importlib
 import importlib.util
 import os
@@ -29,7 +28,7 @@ import torch
 
 from services.verifier.harness import integrity
 from services.verifier.harness.channel import Channel, StampedChannel
-from services.verifier.harness.device import CpuKit, GpuKit
+from services.verifier.harness.device import CpuKit, GpuKit, release_memory
 from services.verifier.harness.draws import draw, into_slot, randomize
 from services.verifier.harness.recorder import OpRecorder, launched_kernels
 from services.verifier.harness.shared_memory import Region, flat_places, recv_region
@@ -268,10 +267,7 @@ class Runner:
     def release(self, order: dict) -> None:
         """Gives back what torch's allocator cached of the correctness calls (at full shapes gigabytes) before the
         judge makes the timed slots' memory, which comes from outside that cache."""
-        gc.collect()
-        if self.device.type == "cuda":
-            self.kit.sync()
-            torch.cuda.empty_cache()
+        release_memory(self.device)
         self.channel.send({"ok": True, **self.facts()})
 
     def refresh(self, order: dict) -> list:

@@ -13,6 +13,7 @@ import torch
 from contracts import rules as rules_file
 from contracts.metrics import VERIFIER_VERSION
 from services.common.confine import Caps
+from services.verifier.harness.device import release_memory
 from services.verifier.harness.static_scan import scan_route
 from services.verifier.harness.verify import (
     Candidates,
@@ -23,7 +24,6 @@ from services.verifier.harness.verify import (
     make_kit,
     make_workdir,
     prepare_reference,
-    release_memory,
     stage_route,
     time_reference,
     verify_problem,

@@ -9,6 +9,7 @@ indicative only and never a verified score.
 """
 
 import ctypes
+import gc
 import math
 from dataclasses import dataclass
 
@@ -42,6 +43,15 @@ def _cuda_driver():
         return ctypes.CDLL("libcuda.so.1"), "driver cuCtxResetPersistingL2Cache (libcuda.so.1)"
     except OSError as err:
         return None, f"unavailable: {err}"
+
+
+def release_memory(device: torch.device):
+    """Gives back what torch's allocator cached: the judge between problems and before the timed slots' memory, which
+    comes from outside that cache, and the candidate on the judge's order at the same point."""
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.empty_cache()
 
 
 class GpuKit:

@@ -22,7 +22,6 @@ What runs where (docs: services/verifier/harness/README.md, "The process model")
 
 import contextlib
 import copy
-import gc
 import math
 import os
 import secrets
@@ -51,7 +50,7 @@ from services.verifier.harness.channel import (
     ProtocolError,
     StampedChannel,
 )
-from services.verifier.harness.device import POISON, CpuKit, GpuKit, Timing
+from services.verifier.harness.device import POISON, CpuKit, GpuKit, Timing, release_memory
 from services.verifier.harness.recorder import (
     OpRecorder,
     aten_kernels_beyond_the_reference,
@@ -1189,13 +1188,6 @@ def verify_problem(
         result.passed = False
         result.violations.append(str(died))
     return result
-
-
-def release_memory(device: torch.device):
-    gc.collect()
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-        torch.cuda.empty_cache()
 
 
 def make_kit(device: torch.device, rules: Rules):
