@@ -1,0 +1,105 @@
+"""The judge's comparisons of a candidate's output with the reference's, at any size: a full-shape output is
+gigabytes (rms_norm's 7.5 GB), so no comparison may make a temporary of the output's size. On an 80 GB H100 the
+judge's unchunked max-abs-error ran out of device memory at rms_norm in every check (bench/harness/isolation/run24).
+"""
+
+import math
+from types import SimpleNamespace
+
+import pytest
+import torch
+from torch.overrides import TorchFunctionMode
+
+from services.verifier.harness import verify
+from services.verifier.harness.device import POISON
+from services.verifier.harness.verify import _Judge
+
+CHUNK = 100
+SIZE = 1000
+
+
+class LargestNewTensor(TorchFunctionMode):
+    """Records the largest tensor an op returns that is not a view of one of ``watched`` (a new allocation)."""
+
+    def __init__(self, *watched: torch.Tensor):
+        super().__init__()
+        self.storages = {t.untyped_storage().data_ptr() for t in watched}
+        self.largest = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        result = func(*args, **(kwargs or {}))
+        if isinstance(result, torch.Tensor) and result.untyped_storage().data_ptr() not in self.storages:
+            self.largest = max(self.largest, result.numel())
+        return result
+
+
+def judge() -> SimpleNamespace:
+    """What of a judge the comparisons read: the rules' tolerances and the problem's result."""
+    rules = SimpleNamespace(atol=1e-2, rtol=1e-2)
+    return SimpleNamespace(ctx=SimpleNamespace(rules=rules), result=SimpleNamespace(max_abs_error=0.0))
+
+
+@pytest.fixture
+def small_chunks(monkeypatch):
+    monkeypatch.setattr(verify, "COMPARE_CHUNK", CHUNK)
+
+
+def wrong_output() -> tuple[torch.Tensor, torch.Tensor]:
+    expected = torch.linspace(-1, 1, SIZE).reshape(10, 100)
+    out = expected.clone()
+    out[3, 7] += 0.5  # the largest error
+    out[9, 99] -= 0.25
+    out[5, 0] = float("nan")
+    return out, expected
+
+
+def test_the_max_abs_error_makes_no_temporary_of_the_outputs_size(small_chunks):
+    out, expected = wrong_output()
+    out[5, 0] = 0.0
+    fake = judge()
+    with LargestNewTensor(out, expected) as mode:
+        _Judge.record_error(fake, out, expected)
+    assert fake.result.max_abs_error == pytest.approx(0.5)
+    assert mode.largest <= CHUNK
+
+
+def test_nan_and_infinite_outputs_leave_the_max_abs_error_finite(small_chunks):
+    """The metrics file's numbers must be finite (contracts/metrics.py refuses the file otherwise): the error is the
+    largest finite one, and the mismatch counts the rest."""
+    out, expected = wrong_output()
+    out[0, 0] = float("inf")
+    fake = judge()
+    _Judge.record_error(fake, out, expected)
+    assert fake.result.max_abs_error == pytest.approx(0.5)
+    assert math.isfinite(fake.result.max_abs_error)
+    fault = _Judge.output_faults(fake, out, expected)
+    assert "1 NaN, 1 infinite" in fault, fault
+
+
+def test_a_mismatch_is_counted_over_every_chunk_without_a_temporary_of_the_outputs_size(small_chunks):
+    out, expected = wrong_output()
+    with LargestNewTensor(out, expected) as mode:
+        fault = _Judge.output_faults(judge(), out, expected)
+    assert fault.startswith("class 2 (partial work or wrong result): 3 of 1000 output elements outside"), fault
+    assert "(max abs error 0.5 over the finite ones, 1 NaN, 0 infinite)" in fault, fault
+    assert mode.largest <= CHUNK
+
+
+def test_an_output_of_poison_is_named_as_memory_the_candidate_never_wrote(small_chunks):
+    expected = torch.linspace(-1, 1, SIZE)
+    out = expected.clone()
+    out[SIZE - 5 :] = POISON  # in the last chunk only
+    with LargestNewTensor(out, expected) as mode:
+        fault = _Judge.output_faults(judge(), out, expected)
+    assert fault.startswith("class 1 (reused freed memory) or class 2 (partial work): 5 of 1000 output"), fault
+    assert mode.largest <= CHUNK
+
+
+def test_a_matching_output_and_an_empty_one_have_no_fault(small_chunks):
+    expected = torch.linspace(-1, 1, SIZE)
+    fake = judge()
+    assert _Judge.output_faults(fake, expected + 1e-4, expected) is None
+    assert _Judge.output_faults(fake, torch.empty(0), torch.empty(0)) is None
+    _Judge.record_error(fake, expected + 1e-4, expected)
+    _Judge.record_error(fake, torch.empty(0), torch.empty(0))
+    assert fake.result.max_abs_error == pytest.approx(1e-4, rel=0.1)
