@@ -5,7 +5,7 @@
 # image lacks in $CARRY (bubblewrap's Debian .deb; structlog's wheel, which services/common/sandbox.py logs through).
 # Every step has its own limit inside $BUDGET seconds, so that one failure does not eat the call; logs, metrics and a
 # GPU memory trace are written under $OUT as they go.
-# usage: OUT=dir CARRY=../carry BUDGET=440 [DIRECTS=1] bash bench/harness/service_gpu.sh
+# usage: OUT=dir CARRY=../carry BUDGET=440 [DIRECTS=1] [ONLY="id ..."] bash bench/harness/service_gpu.sh
 set -u
 export PYTHONUNBUFFERED=1
 OUT="${OUT:?set OUT}"
@@ -13,6 +13,9 @@ CARRY="${CARRY:-../carry}"
 BUDGET="${BUDGET:-440}"
 RUN_LIMIT="${RUN_LIMIT:-140}" # one service-path check, enforced by the worker's sandbox itself
 DIRECTS="${DIRECTS:-1}"       # direct checks after the service path's two, as many as fit the budget
+ONLY="${ONLY:-}"              # problem ids to judge alone (an unverified check), e.g. all that fit an 80 GB card
+only=()
+[ -n "$ONLY" ] && only=(--only $ONLY)
 start_all=$(date +%s)
 log="$OUT/gpu.log"
 {
@@ -47,11 +50,12 @@ for run in 1 2; do
     ((limit > RUN_LIMIT + 20)) && limit=$((RUN_LIMIT + 20))
     ((limit < 60)) && { echo "service_$run: skipped, $(left)s left" | tee -a "$OUT/summary.txt"; continue; }
     step "service_$run" "$limit" env PYTHONPATH=/tmp/kb-site:. python3 -m bench.harness.service_path kernels/triton \
-        "$OUT" --runs 1 --first "$run" --time-limit $((limit - 20))
+        "$OUT" --runs 1 --first "$run" --time-limit $((limit - 20)) ${ONLY:+--verify-args "--only $ONLY"}
 done
 limit=$(($(left) - 5))
 if ((limit >= 60)); then
-    step direct "$limit" python3 -m services.verifier.harness kernels/triton --metrics "$OUT/direct.json" --shapes full
+    step direct "$limit" python3 -m services.verifier.harness kernels/triton --metrics "$OUT/direct.json" --shapes full \
+        "${only[@]}"
 else
     echo "direct: skipped, $(left)s left" | tee -a "$OUT/summary.txt"
 fi
@@ -60,7 +64,7 @@ for ((k = 2; k <= DIRECTS; k++)); do
     limit=$(($(left) - 5))
     ((limit < 60)) && break
     step "direct_$k" "$limit" python3 -m services.verifier.harness kernels/triton --metrics "$OUT/direct_$k.json" \
-        --shapes full
+        --shapes full "${only[@]}"
 done
 kill "$smi" 2>/dev/null
 python3 bench/harness/isolation_summary.py "$OUT" | tee -a "$OUT/summary.txt"
