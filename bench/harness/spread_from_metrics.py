@@ -4,7 +4,8 @@ before route code was imported), the route's host part inside the events over th
 problems that host part was above its median over the checks (a state of the process shows as most or few); then how
 the score goes with each.
 
-usage: python3 bench/harness/spread_from_metrics.py [bench/harness/isolation/run*/svc/*.json ...]
+usage: python3 bench/harness/spread_from_metrics.py [--subset] [bench/harness/isolation/run*/svc/*.json ...]
+       (--subset: passing checks of the same problems, verified or not, e.g. an 80 GB card's --only checks)
        python3 bench/harness/spread_from_metrics.py --spread-of LABEL FILE...   (one line: the spread of some checks)
 """
 
@@ -47,20 +48,29 @@ def main() -> None:
     if sys.argv[1:2] == ["--spread-of"]:
         print(spread_of(sys.argv[2], sys.argv[3:]))
         return
+    subset = sys.argv[1:2] == ["--subset"]
+    args = sys.argv[2:] if subset else sys.argv[1:]
     here = Path(__file__).resolve().parent / "isolation"
-    paths = sys.argv[1:] or sorted(glob.glob(str(here / "run*" / "svc" / "*.json")))
+    paths = args or sorted(glob.glob(str(here / "run*" / "svc" / "*.json")))
     rows = []
     for path in paths:
         doc = json.loads(Path(path).read_text())
-        if not doc.get("verified"):
+        if not doc.get("passed" if subset else "verified"):
             continue
         empty = host_ms(doc["isolation"]["candidate"].get("idle_split_ms"))
         per_problem = {
             sub["id"]: host_ms(doc["details"][sub["id"]].get("candidate_split_ms")) for sub in doc["subtasks"]
         }
-        rows.append((doc["score"], f"{Path(path).parts[-3]} {Path(path).stem}", empty, per_problem))
+        where = Path(path).resolve()
+        run = where.parent.parent if where.parent.name == "svc" else where.parent
+        rows.append((doc["score"], f"{run.name} {where.stem}", empty, per_problem))
+    if len(rows) < 2 or len({frozenset(row[3]) for row in rows}) > 1:
+        sys.exit(f"{len(rows)} {'passing' if subset else 'verified'} checks of one problem set: too few to compare")
     medians = {pid: statistics.median(row[3][pid] for row in rows) for pid in rows[0][3]}
-    print("| check | score | empty call's host part, µs | route's host part, 12 problems, ms | problems above median |")
+    print(
+        f"| check | score | empty call's host part, µs | route's host part, {len(medians)} problems, ms "
+        "| problems above median |"
+    )
     print("|---|---|---|---|---|")
     for score, name, empty, per_problem in sorted(rows, reverse=True):
         above = sum(per_problem[pid] > medians[pid] for pid in medians)
