@@ -12,9 +12,9 @@ import triton
 import triton.language as tl
 
 try:
-    from .launch import Graphs, cdiv, launch  # imported as kernels.triton.<problem>
+    from .launch import Graphs, cdiv, finish_mean, launch  # imported as kernels.triton.<problem>
 except ImportError:  # loaded as a file by the harness, with the route directory on sys.path
-    from launch import Graphs, cdiv, launch
+    from launch import Graphs, cdiv, finish_mean, launch
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
@@ -44,15 +44,6 @@ def _hinge_partials(p_ptr, t_ptr, partial_ptr, rows, cols, BLOCK_R: tl.constexpr
     tl.store(partial_ptr + pid, tl.sum(tl.sum(acc, axis=1), axis=0))
 
 
-@triton.jit
-def _finish_mean(partial_ptr, out_ptr, num_partials, scale, BLOCK: tl.constexpr):
-    acc = tl.zeros([BLOCK], dtype=tl.float32)
-    for start in range(0, num_partials, BLOCK):
-        offs = start + tl.arange(0, BLOCK)
-        acc += tl.load(partial_ptr + offs, mask=offs < num_partials, other=0.0)
-    tl.store(out_ptr, tl.sum(acc, axis=0) * scale)
-
-
 _GRAPHS = Graphs()  # the two launches of a call as one graph launch (launch.Graphs)
 
 
@@ -72,7 +63,7 @@ def hinge_loss(predictions: torch.Tensor, targets: torch.Tensor, variant: str | 
             _hinge_partials, (programs,), p, t, partials, rows, cols,
             BLOCK_R=cfg["BLOCK_R"], BLOCK_C=cfg["BLOCK_C"], num_warps=cfg["num_warps"],
         )  # fmt: skip
-        launch(_finish_mean, (1,), partials, out, programs, 1.0 / p.numel(), BLOCK=1024, num_warps=4)
+        finish_mean(partials, out, programs, 1.0 / p.numel())
 
     _GRAPHS.run(body, (p, t, out), (variant,))
     return out

@@ -9,9 +9,9 @@ import triton
 import triton.language as tl
 
 try:
-    from .launch import cdiv, launch, num_sms  # imported as kernels.triton.<problem>
+    from .launch import cdiv, finish_mean, launch, num_sms  # imported as kernels.triton.<problem>
 except ImportError:  # loaded as a file by the harness, with the route directory on sys.path
-    from launch import cdiv, launch, num_sms
+    from launch import cdiv, finish_mean, launch, num_sms
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
@@ -39,15 +39,6 @@ def _huber_partials(p_ptr, t_ptr, partial_ptr, n, num_programs, BLOCK: tl.conste
     tl.store(partial_ptr + pid, tl.sum(acc, axis=0))
 
 
-@triton.jit
-def _finish_mean(partial_ptr, out_ptr, num_partials, scale, BLOCK: tl.constexpr):
-    acc = tl.zeros([BLOCK], dtype=tl.float32)
-    for start in range(0, num_partials, BLOCK):
-        offs = start + tl.arange(0, BLOCK)
-        acc += tl.load(partial_ptr + offs, mask=offs < num_partials, other=0.0)
-    tl.store(out_ptr, tl.sum(acc, axis=0) * scale)
-
-
 def huber_loss(predictions: torch.Tensor, targets: torch.Tensor, variant: str | None = None) -> torch.Tensor:
     if predictions.shape != targets.shape:
         raise ValueError(f"predictions {tuple(predictions.shape)} and targets {tuple(targets.shape)} differ")
@@ -58,7 +49,7 @@ def huber_loss(predictions: torch.Tensor, targets: torch.Tensor, variant: str | 
     partials = torch.empty(programs, device=p.device, dtype=torch.float32)
     out = torch.empty((), device=p.device, dtype=torch.float32)
     launch(_huber_partials, (programs,), p, t, partials, n, programs, BLOCK=cfg["BLOCK"], num_warps=cfg["num_warps"])
-    launch(_finish_mean, (1,), partials, out, programs, 1.0 / n, BLOCK=1024, num_warps=4)
+    finish_mean(partials, out, programs, 1.0 / n)
     return out
 
 

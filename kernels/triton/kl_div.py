@@ -13,9 +13,9 @@ import triton
 import triton.language as tl
 
 try:
-    from .launch import Graphs, cdiv, launch, num_sms  # imported as kernels.triton.<problem>
+    from .launch import Graphs, cdiv, finish_mean, launch, num_sms  # imported as kernels.triton.<problem>
 except ImportError:  # loaded as a file by the harness, with the route directory on sys.path
-    from launch import Graphs, cdiv, launch, num_sms
+    from launch import Graphs, cdiv, finish_mean, launch, num_sms
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
@@ -43,15 +43,6 @@ def _kl_partials(p_ptr, t_ptr, partial_ptr, n, num_programs, BLOCK: tl.constexpr
     tl.store(partial_ptr + pid, tl.sum(acc, axis=0))
 
 
-@triton.jit
-def _finish_mean(partial_ptr, out_ptr, num_partials, scale, BLOCK: tl.constexpr):
-    acc = tl.zeros([BLOCK], dtype=tl.float32)
-    for start in range(0, num_partials, BLOCK):
-        offs = start + tl.arange(0, BLOCK)
-        acc += tl.load(partial_ptr + offs, mask=offs < num_partials, other=0.0)
-    tl.store(out_ptr, tl.sum(acc, axis=0) * scale)
-
-
 _GRAPHS = Graphs()  # the two launches of a call as one graph launch (launch.Graphs)
 
 
@@ -67,7 +58,7 @@ def kl_div_batchmean(predictions: torch.Tensor, targets: torch.Tensor, variant: 
     def body():
         partials = torch.empty(programs, device=p.device, dtype=torch.float32)
         launch(_kl_partials, (programs,), p, t, partials, n, programs, BLOCK=cfg["BLOCK"], num_warps=cfg["num_warps"])
-        launch(_finish_mean, (1,), partials, out, programs, 1.0 / p.shape[0], BLOCK=1024, num_warps=4)
+        finish_mean(partials, out, programs, 1.0 / p.shape[0])
 
     _GRAPHS.run(body, (p, t, out), (variant,))
     return out

@@ -16,6 +16,8 @@ call still reads its inputs and writes the fresh output it was handed, on the st
 Triton's launch hooks (a profiler's) are honoured: while one is registered every call takes ``compiled[grid]``,
 which builds the metadata the hooks are given.
 
+It also holds what several problems' files share: ``finish_mean``, the second pass of the mean losses.
+
 The route's files import it as a sibling module (the harness puts the route directory on sys.path).
 Under the CPU interpreter (TRITON_INTERPRET=1), or off the current CUDA device, every call takes the ordinary path.
 """
@@ -24,6 +26,8 @@ import os
 from collections import OrderedDict
 
 import torch
+import triton
+import triton.language as tl
 from triton import knobs
 from triton.runtime import driver
 
@@ -140,6 +144,21 @@ def run_plan(plan: tuple, device: int, args: tuple) -> None:
         run(grid_x, grid_y, grid_z, current_stream(device), function, metadata, None, None, None, *args, *tail)
     else:
         compiled[(grid_x, grid_y, grid_z)](*args, *tail)
+
+
+@triton.jit
+def _finish_mean(partial_ptr, out_ptr, num_partials, scale, BLOCK: tl.constexpr):
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    for start in range(0, num_partials, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        acc += tl.load(partial_ptr + offs, mask=offs < num_partials, other=0.0)
+    tl.store(out_ptr, tl.sum(acc, axis=0) * scale)
+
+
+def finish_mean(partials: torch.Tensor, out: torch.Tensor, num_partials: int, scale: float) -> None:
+    """out = sum(partials[:num_partials]) * scale, by one program in a fixed order (deterministic, no atomics): the
+    second pass of the mean losses, after a first kernel wrote one float32 partial sum per program."""
+    launch(_finish_mean, (1,), partials, out, num_partials, scale, BLOCK=1024, num_warps=4)
 
 
 class Graphs:

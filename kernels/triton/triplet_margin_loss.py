@@ -10,9 +10,9 @@ import triton
 import triton.language as tl
 
 try:
-    from .launch import Graphs, cdiv, launch  # imported as kernels.triton.<problem>
+    from .launch import Graphs, cdiv, finish_mean, launch  # imported as kernels.triton.<problem>
 except ImportError:  # loaded as a file by the harness, with the route directory on sys.path
-    from launch import Graphs, cdiv, launch
+    from launch import Graphs, cdiv, finish_mean, launch
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 _PAIRWISE_EPS = 1e-6
@@ -51,15 +51,6 @@ def _triplet_partials(
     tl.store(partial_ptr + pid, tl.sum(loss, axis=0))
 
 
-@triton.jit
-def _finish_mean(partial_ptr, out_ptr, num_partials, scale, BLOCK: tl.constexpr):
-    acc = tl.zeros([BLOCK], dtype=tl.float32)
-    for start in range(0, num_partials, BLOCK):
-        offs = start + tl.arange(0, BLOCK)
-        acc += tl.load(partial_ptr + offs, mask=offs < num_partials, other=0.0)
-    tl.store(out_ptr, tl.sum(acc, axis=0) * scale)
-
-
 _GRAPHS = Graphs()  # the two launches of a call as one graph launch (launch.Graphs)
 
 
@@ -83,7 +74,7 @@ def triplet_margin_loss(
             _triplet_partials, (programs,), a, p, n, partials, rows, cols, margin, _PAIRWISE_EPS,
             BLOCK_R=cfg["BLOCK_R"], BLOCK_C=cfg["BLOCK_C"], num_warps=cfg["num_warps"],
         )  # fmt: skip
-        launch(_finish_mean, (1,), partials, out, programs, 1.0 / rows, BLOCK=1024, num_warps=4)
+        finish_mean(partials, out, programs, 1.0 / rows)
 
     _GRAPHS.run(body, (a, p, n, out), (variant, margin))
     return out
