@@ -7,10 +7,13 @@ the score goes with each.
 usage: python3 bench/harness/spread_from_metrics.py [--subset] [bench/harness/isolation/run*/svc/*.json ...]
        (--subset: passing checks of the same problems, verified or not, e.g. an 80 GB card's --only checks)
        python3 bench/harness/spread_from_metrics.py --spread-of LABEL FILE...   (one line: the spread of some checks)
+       python3 bench/harness/spread_from_metrics.py --within-runs   (each run's passing full checks of the route: the
+       spread inside one device call, and how many checks an average would need for two of them to agree within 1 %)
 """
 
 import glob
 import json
+import math
 import statistics
 import sys
 from pathlib import Path
@@ -44,9 +47,46 @@ def spread_of(label: str, paths: list[str]) -> str:
     )
 
 
+def within_runs(here: Path) -> None:
+    """Per device call (runN/), the route's passing checks of one problem set (no peers, no probes): their spread,
+    and, from the pooled relative standard deviation s of one check inside a call, how many checks k an average
+    would need for two such averages to agree within 1 % 95 times in 100 (normal errors: 1.96 * sqrt(2) * s /
+    sqrt(k) <= 1 %; a median of k needs about 1.25^2 times as many)."""
+    runs: dict[str, list[float]] = {}
+    for path in sorted(here.glob("run*/**/*.json")):
+        if {"peers", "probe"} & set(path.parts):
+            continue
+        doc = json.loads(path.read_text())
+        if isinstance(doc, dict) and doc.get("passed") and len(doc.get("subtasks", ())) >= 11:
+            runs.setdefault(path.relative_to(here).parts[0], []).append(doc["score"])
+    print("| run | checks | scores | spread | relative sd |")
+    print("|---|---|---|---|---|")
+    pooled = []
+    for run, scores in sorted(runs.items(), key=lambda item: int(item[0][3:])):
+        if len(scores) < 2:
+            continue
+        sd = statistics.stdev(scores) / statistics.mean(scores)
+        pooled += [(score / statistics.mean(scores) - 1) for score in scores]
+        print(
+            f"| {run} | {len(scores)} | {min(scores):.3f}-{max(scores):.3f} | {spread_percent(scores):.1f} % "
+            f"| {100 * sd:.2f} % |"
+        )
+    s = statistics.stdev(pooled) if len(pooled) > 1 else float("nan")
+    k = math.ceil((1.96 * math.sqrt(2) * s / 0.01) ** 2) if s == s else 0
+    within = statistics.NormalDist(0, math.sqrt(2) * s).cdf(0.01) * 2 - 1 if s == s else float("nan")
+    print(
+        f"pooled relative sd of one check inside a call: {100 * s:.2f} % ({len(pooled)} checks); two single checks "
+        f"agree within 1 % about {100 * within:.0f} times in 100; two averages of {k} checks each would agree "
+        f"within 1 % 95 times in 100"
+    )
+
+
 def main() -> None:
     if sys.argv[1:2] == ["--spread-of"]:
         print(spread_of(sys.argv[2], sys.argv[3:]))
+        return
+    if sys.argv[1:2] == ["--within-runs"]:
+        within_runs(Path(__file__).resolve().parent / "isolation")
         return
     subset = sys.argv[1:2] == ["--subset"]
     args = sys.argv[2:] if subset else sys.argv[1:]
