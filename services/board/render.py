@@ -49,8 +49,13 @@ def card_lines(card: board_pb2.BenchmarkCard) -> list[str]:
 
 
 # Listed beside without a score: a failed check has none, and an unverified check's numbers (a CPU profile's host
-# timer at smoke shapes) say nothing about speed; they show their outcome instead.
+# timer at smoke shapes) say nothing about speed; they show their outcome instead. `kb board` and the web board both
+# word an entry listed beside through beside_score and beside_reason.
 UNSCORED = ("failed check", "unverified check")
+
+
+def beside_score(e: board_pb2.BoardEntry) -> str:
+    return "" if e.source in UNSCORED else f"{e.score:.3f}"
 
 
 def beside_reason(e: board_pb2.BoardEntry) -> str:
@@ -95,7 +100,7 @@ def render_board(view: board_pb2.BoardView) -> str:
             [
                 e.route,
                 e.owner,
-                "" if e.source in UNSCORED else f"{e.score:.3f}",
+                beside_score(e),
                 e.source,
                 e.sha[:10],
                 beside_reason(e),

@@ -67,18 +67,26 @@ def expected_ranked(board: dict) -> list[dict[str, str]]:
 
 
 def expected_beside(board: dict) -> list[dict[str, str]]:
-    return [
-        {
-            "route": e["route"],
-            "owner": e["owner"],
-            "score": "" if e["source"] == "failed check" else f"{e['score']:.3f}",
-            "source": e["source"],
-            "sha": e["sha"][:10],
-            "reason": e["reason"] or (f"reported by {e['reporter']}" if e["reporter"] else ""),
-            "when": render.when(e["occurred_at"]),
-        }
-        for e in board["listed_beside"]
-    ]
+    """Listed beside as `kb board` words it: no score for a failed or an unverified check, and an unverified check's
+    reason saying it passed, where, and why it is not verified."""
+    expected = []
+    for e in board["listed_beside"]:
+        if e["source"] == "unverified check":
+            reason = f"passed on {e['runner']}, not verified: {e['reason']}"
+        else:
+            reason = e["reason"] or (f"reported by {e['reporter']}" if e["reporter"] else "")
+        expected.append(
+            {
+                "route": e["route"],
+                "owner": e["owner"],
+                "score": "" if e["source"] in ("failed check", "unverified check") else f"{e['score']:.3f}",
+                "source": e["source"],
+                "sha": e["sha"][:10],
+                "reason": reason,
+                "when": render.when(e["occurred_at"]),
+            }
+        )
+    return expected
 
 
 async def test_the_page_shows_exactly_what_kb_board_json_shows_with_javascript_off(stack, page_without_js):
@@ -105,7 +113,7 @@ async def test_the_page_shows_exactly_what_kb_board_json_shows_with_javascript_o
         assert await page.inner_text(element) == str(value), element
     assert await table_rows(page, "#ranked") == expected_ranked(board)
     assert await table_rows(page, "#beside") == expected_beside(board)
-    assert {e["source"] for e in board["listed_beside"]} == {"failed check", "reported"}
+    assert {e["source"] for e in board["listed_beside"]} == {"failed check", "unverified check", "reported"}
 
     card = board["card"]
     judging = await page.inner_text("#card")

@@ -1,5 +1,6 @@
-"""The log the web tests serve: two boards, a verified route with per-problem results, a failed check and a report
-listed beside, and text from outside that carries markup (a route's name, a check's reasons, a violation)."""
+"""The log the web tests serve: two boards, a verified route with per-problem results, a failed check, a passed check
+that is not verified (a CPU profile's) and a report listed beside, and text from outside that carries markup (a
+route's name, a check's reasons, a violation)."""
 
 import json
 from datetime import UTC, datetime, timedelta
@@ -39,8 +40,14 @@ def subtasks(speedup: float, *, violation: str = "") -> list[events_pb2.Subtask]
     return out
 
 
-def check(route: str, version: int, score: float, *, check_id: str, passed=True, reasons=(), violation=""):
-    """A check as the verifier records it on the pinned runner at full shapes: verified when it passed."""
+CPU_PROFILE = "CPU profile: correctness and guardrails checked, times from a host timer"
+
+
+def check(
+    route: str, version: int, score: float, *, check_id: str, passed=True, reasons=(), violation="", on_cpu=False
+):
+    """A check as the verifier records it: on the pinned runner at full shapes, verified when it passed; ``on_cpu``,
+    the CPU profile's, which passes without being verified."""
     return events_pb2.CheckCompleted(
         check_id=check_id,
         check_name="verify",
@@ -53,8 +60,9 @@ def check(route: str, version: int, score: float, *, check_id: str, passed=True,
         cost=12.5,
         subtasks=subtasks(score or 0.8, violation=violation),  # a failed check's score is 0
         benchmark_version=version,
-        runner="NVIDIA H200",
-        verified=passed,
+        runner="cpu" if on_cpu else "NVIDIA H200",
+        verified=passed and not on_cpu,
+        not_verified_because=[CPU_PROFILE] if on_cpu else [],
     )
 
 
@@ -100,6 +108,8 @@ def seeded():
         checked(
             "markup", 2, 0.0, 8, check_id="206", passed=False, reasons=[HOSTILE_REASON], violation=HOSTILE_VIOLATION
         ),
+        started("smoke", "dave", 8),
+        checked("smoke", 2, 0.004, 8, check_id="207", on_cpu=True),
         (
             "route:tiled",
             NewEvent(
