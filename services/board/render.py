@@ -4,6 +4,8 @@ import json
 
 from kernelboard.v1 import board_pb2
 
+from services.board.projection import FAILED_CHECK, UNVERIFIED_CHECK
+
 
 def _table(headings: list[str], rows: list[list[str]], numeric: set[int]) -> list[str]:
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headings)]
@@ -51,15 +53,19 @@ def card_lines(card: board_pb2.BenchmarkCard) -> list[str]:
 # Listed beside without a score: a failed check has none, and an unverified check's numbers (a CPU profile's host
 # timer at smoke shapes) say nothing about speed; they show their outcome instead. `kb board` and the web board both
 # word an entry listed beside through beside_score and beside_reason.
-UNSCORED = ("failed check", "unverified check")
+UNSCORED = (FAILED_CHECK, UNVERIFIED_CHECK)
 
 
 def beside_score(e: board_pb2.BoardEntry) -> str:
     return "" if e.source in UNSCORED else f"{e.score:.3f}"
 
 
+def beside_failed(e: board_pb2.BoardEntry) -> bool:
+    return e.source == FAILED_CHECK
+
+
 def beside_reason(e: board_pb2.BoardEntry) -> str:
-    if e.source == "unverified check":
+    if e.source == UNVERIFIED_CHECK:
         return f"passed on {e.runner or 'an unpinned runner'}, not verified: {e.reason}"
     return e.reason or (f"reported by {e.reporter}" if e.reporter else "")
 

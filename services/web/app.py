@@ -82,7 +82,12 @@ def templates() -> jinja2.Environment:
     env.filters.update(
         when=render.when, plain=render.plain_value, score=score_text, segment=segment, short=lambda sha: sha[:10]
     )
-    env.globals.update(status_line=status_line, beside_score=render.beside_score, beside_reason=render.beside_reason)
+    env.globals.update(
+        status_line=status_line,
+        beside_score=render.beside_score,
+        beside_reason=render.beside_reason,
+        beside_failed=render.beside_failed,
+    )
     # A route the log names but GetRoute would refuse (written before the grammar held) is shown, not linked.
     env.tests["route_name"] = names.ROUTE.matches
     return env
