@@ -66,7 +66,7 @@ def run(args) -> int:
                 print(_json(reply))
             for view in [] if args.json else reply.boards:
                 top = view.ranked[0] if view.ranked else None
-                best = f"top {top.route} {top.score:.3f} ({top.source})" if top else "no ranked scores"
+                best = f"top {top.route} {render.score_text(top.score)} ({top.source})" if top else "no ranked scores"
                 print(f"version {view.version}  {view.status:<10} {len(view.ranked)} ranked  {best}")
         elif args.rebuild:
             reply = stub.Rebuild(board_pb2.RebuildBoardRequest(), metadata=metadata)

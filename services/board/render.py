@@ -17,6 +17,11 @@ def _table(headings: list[str], rows: list[list[str]], numeric: set[int]) -> lis
     return [line(headings), "  " + "  ".join("-" * w for w in widths), *(line(r) for r in rows)]
 
 
+def score_text(value: float) -> str:
+    """A score (or a cost) as the board shows it, `kb board` and the web board alike."""
+    return f"{value:.3f}"
+
+
 def when(rfc3339: str) -> str:
     """2026-12-02T14:03:09.5Z -> 2026-12-02 14:03 UTC."""
     return f"{rfc3339[:10]} {rfc3339[11:16]} UTC" if rfc3339 else "never"
@@ -57,7 +62,7 @@ UNSCORED = (FAILED_CHECK, UNVERIFIED_CHECK)
 
 
 def beside_score(e: board_pb2.BoardEntry) -> str:
-    return "" if e.source in UNSCORED else f"{e.score:.3f}"
+    return "" if e.source in UNSCORED else score_text(e.score)
 
 
 def beside_failed(e: board_pb2.BoardEntry) -> bool:
@@ -89,7 +94,7 @@ def render_board(view: board_pb2.BoardView) -> str:
                 str(e.rank),
                 e.route,
                 e.owner,
-                f"{e.score:.3f}",
+                score_text(e.score),
                 e.source,
                 e.sha[:10],
                 e.runner,
@@ -131,14 +136,14 @@ def render_route(route: board_pb2.BoardRoute) -> str:
         ]
         for e in part.entries:
             place = f"#{e.rank}" if e.rank else "beside"
-            lines.append(f"  {place:<7} {e.score:.3f} {e.source}" + (f": {e.reason}" if e.reason else ""))
+            lines.append(f"  {place:<7} {score_text(e.score)} {e.source}" + (f": {e.reason}" if e.reason else ""))
         rows = [
             [
                 str(r.global_position),
                 when(r.occurred_at),
                 r.kind,
                 r.sha[:10],
-                f"{r.score:.3f}" if r.kind in ("check", "report") else "",
+                score_text(r.score) if r.kind in ("check", "report") else "",
                 ("passed" if r.passed else "failed") if r.kind == "check" else "",
                 "counted" if r.counted else "not counted",
                 r.note or "; ".join(r.reasons),

@@ -62,10 +62,6 @@ def segment(value: str) -> str:
     return urllib.parse.quote(value, safe="")
 
 
-def score_text(value: float) -> str:
-    return f"{value:.3f}"
-
-
 def status_line(status: str, reason: str) -> str:
     return status.capitalize() + (f" — {reason}" if reason else "")
 
@@ -80,7 +76,7 @@ def templates() -> jinja2.Environment:
         auto_reload=False,
     )
     env.filters.update(
-        when=render.when, plain=render.plain_value, score=score_text, segment=segment, short=lambda sha: sha[:10]
+        when=render.when, plain=render.plain_value, score=render.score_text, segment=segment, short=lambda sha: sha[:10]
     )
     env.globals.update(
         status_line=status_line,
