@@ -13,7 +13,7 @@ from kernelboard.v1 import events_pb2
 from services.web import app, chart
 from services.web.source import BoardSource
 
-from .web_events import HOSTILE_ROUTE, subtasks
+from .web_events import CPU_PROFILE, HOSTILE_REASON, HOSTILE_ROUTE, subtasks
 
 ROUTE_RULE = "2-40 characters of a-z, 0-9 and &#39;-&#39;, starting with a letter or digit"
 
@@ -55,6 +55,22 @@ async def test_every_page_is_public_and_says_how_it_may_be_used(stack):
         scripts = re.findall(r"<script[^>]*>", body)  # none inline: only this server's own file, on board pages
         assert scripts == (['<script src="/static/live.js" defer>'] if path in ("/", "/board/1") else []), path
     assert (await get(stack, "/healthz"))[:2] == (200, "ok\n")
+
+
+@pytest.mark.parametrize(
+    ("route", "line"),
+    [
+        # an unverified pass: no score, and the reason says where it passed and why it is not verified
+        ("smoke", f"Listed beside: unverified check — passed on cpu, not verified: {CPU_PROFILE}."),
+        # a failed check: no score, its reason as text
+        ("markup", "Listed beside: failed check — " + HOSTILE_REASON.replace("<", "&lt;").replace(">", "&gt;")),
+    ],
+)
+async def test_a_route_page_words_what_is_listed_beside_as_kb_board_does(stack, route, line):
+    status, body, _ = await get(stack, f"/route/{route}")
+    assert status == 200
+    text = " ".join(re.sub(r"<[^>]+>", " ", body).split()).replace("&#39;", "'")
+    assert line in text
 
 
 async def test_the_live_stream_sends_the_board_as_escaped_html_with_its_log_position(stack):
