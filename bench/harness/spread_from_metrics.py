@@ -65,8 +65,9 @@ def within_runs(here: Path) -> None:
     for run, scores in sorted(runs.items(), key=lambda item: int(item[0][3:])):
         if len(scores) < 2:
             continue
-        sd = statistics.stdev(scores) / statistics.mean(scores)
-        pooled += [(score / statistics.mean(scores) - 1) for score in scores]
+        mean = statistics.mean(scores)
+        sd = statistics.stdev(scores) / mean
+        pooled += [score / mean - 1 for score in scores]
         print(
             f"| {run} | {len(scores)} | {min(scores):.3f}-{max(scores):.3f} | {spread_percent(scores):.1f} % "
             f"| {100 * sd:.2f} % |"
