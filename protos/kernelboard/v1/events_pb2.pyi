@@ -340,7 +340,7 @@ class CheckRequested(_message.Message):
     def __init__(self, check_id: _Optional[str] = ..., check_name: _Optional[str] = ..., ref: _Optional[str] = ..., sha: _Optional[str] = ..., route: _Optional[str] = ..., kind: _Optional[_Union[CommitKind, str]] = ..., job_id: _Optional[str] = ..., rules_commit: _Optional[str] = ..., benchmark_version: _Optional[int] = ..., trigger_event_id: _Optional[str] = ...) -> None: ...
 
 class Subtask(_message.Message):
-    __slots__ = ("id", "passed", "submitted", "speedup", "reference_ms", "candidate_ms", "max_abs_error", "error_ratio", "floor_fraction", "violations", "flagged")
+    __slots__ = ("id", "passed", "submitted", "speedup", "reference_ms", "candidate_ms", "max_abs_error", "error_ratio", "floor_fraction", "violations", "flagged", "not_judged", "peak_judge_bytes", "peak_candidate_bytes", "speedup_low", "speedup_high", "candidate_rsd", "host_synced")
     ID_FIELD_NUMBER: _ClassVar[int]
     PASSED_FIELD_NUMBER: _ClassVar[int]
     SUBMITTED_FIELD_NUMBER: _ClassVar[int]
@@ -352,6 +352,13 @@ class Subtask(_message.Message):
     FLOOR_FRACTION_FIELD_NUMBER: _ClassVar[int]
     VIOLATIONS_FIELD_NUMBER: _ClassVar[int]
     FLAGGED_FIELD_NUMBER: _ClassVar[int]
+    NOT_JUDGED_FIELD_NUMBER: _ClassVar[int]
+    PEAK_JUDGE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    PEAK_CANDIDATE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    SPEEDUP_LOW_FIELD_NUMBER: _ClassVar[int]
+    SPEEDUP_HIGH_FIELD_NUMBER: _ClassVar[int]
+    CANDIDATE_RSD_FIELD_NUMBER: _ClassVar[int]
+    HOST_SYNCED_FIELD_NUMBER: _ClassVar[int]
     id: str
     passed: bool
     submitted: bool
@@ -363,10 +370,17 @@ class Subtask(_message.Message):
     floor_fraction: float
     violations: _containers.RepeatedScalarFieldContainer[str]
     flagged: bool
-    def __init__(self, id: _Optional[str] = ..., passed: _Optional[bool] = ..., submitted: _Optional[bool] = ..., speedup: _Optional[float] = ..., reference_ms: _Optional[float] = ..., candidate_ms: _Optional[float] = ..., max_abs_error: _Optional[float] = ..., error_ratio: _Optional[float] = ..., floor_fraction: _Optional[float] = ..., violations: _Optional[_Iterable[str]] = ..., flagged: _Optional[bool] = ...) -> None: ...
+    not_judged: str
+    peak_judge_bytes: int
+    peak_candidate_bytes: int
+    speedup_low: float
+    speedup_high: float
+    candidate_rsd: float
+    host_synced: bool
+    def __init__(self, id: _Optional[str] = ..., passed: _Optional[bool] = ..., submitted: _Optional[bool] = ..., speedup: _Optional[float] = ..., reference_ms: _Optional[float] = ..., candidate_ms: _Optional[float] = ..., max_abs_error: _Optional[float] = ..., error_ratio: _Optional[float] = ..., floor_fraction: _Optional[float] = ..., violations: _Optional[_Iterable[str]] = ..., flagged: _Optional[bool] = ..., not_judged: _Optional[str] = ..., peak_judge_bytes: _Optional[int] = ..., peak_candidate_bytes: _Optional[int] = ..., speedup_low: _Optional[float] = ..., speedup_high: _Optional[float] = ..., candidate_rsd: _Optional[float] = ..., host_synced: _Optional[bool] = ...) -> None: ...
 
 class CheckCompleted(_message.Message):
-    __slots__ = ("check_id", "check_name", "ref", "sha", "route", "kind", "job_id", "passed", "reasons", "score", "cost", "subtasks", "rules_commit", "benchmark_version", "runner", "torch_version", "triton_version", "duration_s", "verifier_host", "verified", "not_verified_because")
+    __slots__ = ("check_id", "check_name", "ref", "sha", "route", "kind", "job_id", "passed", "reasons", "score", "cost", "subtasks", "rules_commit", "benchmark_version", "runner", "torch_version", "triton_version", "duration_s", "verifier_host", "verified", "not_verified_because", "incomplete", "score_low", "score_high", "timing_protocol", "attempts")
     CHECK_ID_FIELD_NUMBER: _ClassVar[int]
     CHECK_NAME_FIELD_NUMBER: _ClassVar[int]
     REF_FIELD_NUMBER: _ClassVar[int]
@@ -388,6 +402,11 @@ class CheckCompleted(_message.Message):
     VERIFIER_HOST_FIELD_NUMBER: _ClassVar[int]
     VERIFIED_FIELD_NUMBER: _ClassVar[int]
     NOT_VERIFIED_BECAUSE_FIELD_NUMBER: _ClassVar[int]
+    INCOMPLETE_FIELD_NUMBER: _ClassVar[int]
+    SCORE_LOW_FIELD_NUMBER: _ClassVar[int]
+    SCORE_HIGH_FIELD_NUMBER: _ClassVar[int]
+    TIMING_PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     check_id: str
     check_name: str
     ref: str
@@ -409,7 +428,12 @@ class CheckCompleted(_message.Message):
     verifier_host: str
     verified: bool
     not_verified_because: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, check_id: _Optional[str] = ..., check_name: _Optional[str] = ..., ref: _Optional[str] = ..., sha: _Optional[str] = ..., route: _Optional[str] = ..., kind: _Optional[_Union[CommitKind, str]] = ..., job_id: _Optional[str] = ..., passed: _Optional[bool] = ..., reasons: _Optional[_Iterable[str]] = ..., score: _Optional[float] = ..., cost: _Optional[float] = ..., subtasks: _Optional[_Iterable[_Union[Subtask, _Mapping]]] = ..., rules_commit: _Optional[str] = ..., benchmark_version: _Optional[int] = ..., runner: _Optional[str] = ..., torch_version: _Optional[str] = ..., triton_version: _Optional[str] = ..., duration_s: _Optional[float] = ..., verifier_host: _Optional[str] = ..., verified: _Optional[bool] = ..., not_verified_because: _Optional[_Iterable[str]] = ...) -> None: ...
+    incomplete: bool
+    score_low: float
+    score_high: float
+    timing_protocol: str
+    attempts: int
+    def __init__(self, check_id: _Optional[str] = ..., check_name: _Optional[str] = ..., ref: _Optional[str] = ..., sha: _Optional[str] = ..., route: _Optional[str] = ..., kind: _Optional[_Union[CommitKind, str]] = ..., job_id: _Optional[str] = ..., passed: _Optional[bool] = ..., reasons: _Optional[_Iterable[str]] = ..., score: _Optional[float] = ..., cost: _Optional[float] = ..., subtasks: _Optional[_Iterable[_Union[Subtask, _Mapping]]] = ..., rules_commit: _Optional[str] = ..., benchmark_version: _Optional[int] = ..., runner: _Optional[str] = ..., torch_version: _Optional[str] = ..., triton_version: _Optional[str] = ..., duration_s: _Optional[float] = ..., verifier_host: _Optional[str] = ..., verified: _Optional[bool] = ..., not_verified_because: _Optional[_Iterable[str]] = ..., incomplete: _Optional[bool] = ..., score_low: _Optional[float] = ..., score_high: _Optional[float] = ..., timing_protocol: _Optional[str] = ..., attempts: _Optional[int] = ...) -> None: ...
 
 class BenchmarkStatusChanged(_message.Message):
     __slots__ = ("benchmark_version", "status", "reason")
