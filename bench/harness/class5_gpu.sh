@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Class 5's misfire (isolation/README.md, attempts 3-5), taken apart in one device call. Steps, as named in $STEPS:
+# Class 5's misfire (bench/harness/isolation/runs.md, run3-5; docs/decisions/0004), taken apart in one device call. Steps, as named in $STEPS:
 #   probe           the two-process probe, bench/harness/class5_probe.py
 #   direct          the harness directly on the bundled route, each timed call's wall split into its parts (the
 #                   metrics' candidate_split_ms and isolation.candidate.idle_split_ms)

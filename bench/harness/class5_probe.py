@@ -1,7 +1,7 @@
 """Class 5's misfire on the H200, taken apart outside the harness.
 
 Through the process model every timed call of route code showed 0.15-0.2 ms more synchronize-bounded wall than
-CUDA-event time, while empty calls timed the same way before route import showed 0.05 ms (isolation/README.md). This
+CUDA-event time, while empty calls timed the same way before route import showed 0.05 ms (isolation/runs.md, run3). This
 probe replays the GPU's timed protocol with the harness's own GpuKit between two plain processes: a "judge" that
 flushes the L2 from its own context (prepare_run) and says go over a pipe, a "candidate" that spins for the go and
 times one call with GpuKit.time_one. The candidate's state changes one step at a time (a torch kernel, a large

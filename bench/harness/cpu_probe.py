@@ -1,8 +1,8 @@
 """Why short problems' speed-ups move from check to check (issue 13, item 7: within 1 %): is it the CPU a candidate
 lands on? The recorded checks show the candidate's host work inside the events (the start event's record, the call's
 launches, the end event's record) varying up to 2x from one check to the next, mostly slow or quick on every problem
-of a check, and the score following it (bench/harness/isolation/README.md, "The spread and the candidate's host
-speed"; bench/harness/spread_from_metrics.py). This probe pins itself to each CPU in
+of a check, and the score following it (bench/harness/isolation/runs.md, "The spread and the candidate's host
+speed"; bench/harness/spread_from_metrics.py; its answer: docs/decisions/0006). This probe pins itself to each CPU in
 turn and times what a timed call's host side does -- an empty call through GpuKit.time_one and a small kernel launch
 through torch's dispatcher -- then does the sweep again a few times over a minute: a CPU that is slow in every sweep
 points at placement (and a fix: the candidate pinned to a fast CPU), every CPU slow in one sweep at time (the host's

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 13, item 7's 1 %: is the spread a process's memory layout? The recorded checks show the score following the
-# candidate process's host speed, slow or quick on most problems of a check (bench/harness/isolation/README.md, "The
+# candidate process's host speed, slow or quick on most problems of a check (bench/harness/isolation/runs.md, "The
 # spread and the candidate's host speed"). Besides the CPU it runs on (bench/harness/cpu_probe.py), what differs
 # from one process to the next is its layout: address-space randomisation and Python's string hash seed. This runs
 # the direct harness on the bundled route, alternating plain checks with checks whose judge and candidate have both

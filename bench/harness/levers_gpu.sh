@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 13, item 7, after the two wall levers (timed inputs drawn in place, outputs through device memory) and the
-# spread's trace (bench/harness/isolation/README.md, "Built since run20" and "The spread and the candidate's host
+# spread's trace (bench/harness/isolation/runs.md, "Built since run20" and "The spread and the candidate's host
 # speed"): everything they wait on, as one device call from the repository root with what the GPU image lacks in
 # $CARRY. Each step has its own limit inside $BUDGET seconds, and everything comes back as one archive,
 # $OUT/levers.tgz (a call returns few files).

@@ -2,7 +2,7 @@
 # Issue 13, item 7's 1 %: is the spread where the candidate runs? In run21 cpu_probe.py found one CPU of the H200
 # machine slow in every sweep (a timed call's host part 31-38 us against 21-22 us) and others slow in some; the
 # candidate's host part inside the events (even a bare event record) moved 2.5x from check to check while the
-# reference stayed within 1 % (run22, isolation README). A fixed layout did not narrow it (run22).
+# reference stayed within 1 % (bench/harness/isolation/runs.md, run22). A fixed layout did not narrow it (run22).
 # First, how long a CPU stays quick or slow: cpu_probe.py sweeps every CPU once a second for about 30 s (a pin chosen
 # at a check's start can only hold if the states outlast a check). Then it alternates plain direct checks of the
 # bundled route with checks pinned (judge and candidate: the affinity is inherited) to the four CPUs quickest in a

@@ -1,4 +1,4 @@
-"""The spread's trace (bench/harness/isolation/README.md, "The spread and the candidate's host speed"), read off the
+"""The spread's trace (docs/decisions/0006), read off the
 metrics files the runs recorded: per verified check, its score, the calibration's empty call's host part (measured
 before route code was imported), the route's host part inside the events over the 12 problems, and on how many
 problems that host part was above its median over the checks (a state of the process shows as most or few); then how

@@ -1,6 +1,6 @@
 """The judge's comparisons of a candidate's output with the reference's, at any size: a full-shape output is
 gigabytes (rms_norm's 7.5 GB), so no comparison may make a temporary of the output's size. On an 80 GB H100 the
-judge's unchunked max-abs-error ran out of device memory at rms_norm in every check (bench/harness/isolation/run24).
+judge's unchunked max-abs-error ran out of device memory at rms_norm in every check (docs/decisions/0007).
 """
 
 import math

@@ -197,7 +197,7 @@ def test_p15_partial_logsumexp_within_a_loose_tolerance_is_class_2(tmp_path):
 def test_p21_a_library_call_is_named_where_it_runs_eagerly(tmp_path):
     """On the CPU there is no CUDA graph to hide aten::gelu in, and the dispatch recorder names it. On a GPU the route
     replays it from a graph captured at import, which no recorded call dispatches; the kernel census names its GELU
-    kernel by what it computes (test_recorder.py::test_p21_...; on the H200: bench/harness/isolation/run10)."""
+    kernel by what it computes (test_recorder.py::test_p21_...; on the H200: bench/harness/isolation/runs.md, run10)."""
     _assert_named(*_check("p21_graph_hidden_library", "new_gelu", tmp_path), 9)
 
 

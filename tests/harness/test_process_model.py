@@ -344,7 +344,7 @@ def test_the_candidate_runs_confined_and_the_metrics_name_it(rules_path):
 def test_the_fingerprint_of_an_output_past_2_to_the_24_elements_stays_inside_it():
     """The judge fingerprints every judged output (the class 4 explanation) by 64 spread elements; their positions,
     drawn in float32, rounded past the end from 2^24 elements on -- log_softmax's 1.6e9-element output at full shapes
-    broke the H200 check with a device assert (bench/harness/isolation/README.md, second attempt)."""
+    broke the H200 check with a device assert (docs/decisions/0007)."""
     size = 16_777_220  # float32 rounds size - 1 up to size
     total, picks = _fingerprint(torch.arange(size, dtype=torch.int32))
     assert len(picks) == 64 and picks[0] == 0 and picks[-1] == size - 1
@@ -353,8 +353,8 @@ def test_the_fingerprint_of_an_output_past_2_to_the_24_elements_stays_inside_it(
 
 def test_the_gpu_timed_protocols_calibration_runs_its_empty_calls(rules_path, monkeypatch):
     """The GPU's clock checks allow the timed protocol's own cost, measured with empty timed calls before route code
-    is imported (the H200's context switch after the judge's flush: bench/harness/isolation/README.md, third
-    attempt). The same empty calls run here, on the CPU, through the same orders."""
+    is imported (the H200's context switch after the judge's flush: docs/decisions/0004). The same empty calls run
+    here, on the CPU, through the same orders."""
     seen = {}
     calibrate = CandidateProcess.calibrate
 
@@ -401,8 +401,8 @@ class _Recorded:
 def test_the_candidate_takes_the_device_back_after_the_go_and_before_its_timer_starts():
     """On the H200 the judge's L2 flush leaves its own compute context on the GPU; the switch back to the candidate's
     (about 0.13 ms) landed inside every timed call, late enough that the events missed the call's launch while the wall
-    counted it, and class 5 failed every honest problem under 0.5 ms (bench/harness/class5_probe.py, isolation README,
-    sixth attempt). The switch must happen after the go (the flush comes just before it) and outside the timer."""
+    counted it, and class 5 failed every honest problem under 0.5 ms (bench/harness/class5_probe.py,
+    docs/decisions/0004). The switch must happen after the go (the flush comes just before it) and outside the timer."""
     recorded = _Recorded()
     runner = Runner.__new__(Runner)
     runner.channel = runner.kit = recorded
@@ -516,7 +516,7 @@ def test_an_honest_route_under_the_gpu_protocol_passes_with_the_judges_inputs(ru
 def test_the_timed_slots_memory_is_made_after_both_sides_gave_back_what_correctness_cached(rules_path, monkeypatch):
     """The slots' memory comes from outside torch's allocator, so what the judge and the candidate cached of the
     correctness calls would stay on the card beside it: at full shapes on an 80 GB H100 log_softmax's first slot ran
-    out of device memory in every check (bench/harness/isolation, run23). Per problem, the candidate is told to
+    out of device memory in every check (docs/decisions/0007). Per problem, the candidate is told to
     release and the judge releases its own before the first slot is made."""
     _gpu_protocol_on_the_cpu(monkeypatch)
     trace = []

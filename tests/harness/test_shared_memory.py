@@ -1,6 +1,6 @@
 """The memory a GPU timed call's inputs are drawn into (services/verifier/harness/shared_memory.py), tested here with
 its CPU form, a memfd: the same layout, handover and views as the CUDA allocation the H200 runs use
-(bench/harness/isolation, run16 onwards)."""
+(docs/decisions/0005)."""
 
 import os
 import socket

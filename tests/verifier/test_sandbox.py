@@ -229,7 +229,7 @@ touch {project}/written 2>/dev/null && echo "project writable" || echo "project 
 async def test_a_check_can_share_an_output_as_large_as_the_benchmarks_largest_through_a_memfd(settings, tmp_path):
     """The judge shares each output with its candidate through a memfd sized to the largest output of the problems
     judged (rms_norm's 7.5 GB at full shapes), and RLIMIT_FSIZE bounds memfds too: under the worker's file-size cap
-    of 4 GiB every full-shape check on the H200 could not run (EFBIG; bench/harness/isolation/README.md)."""
+    of 4 GiB every full-shape check on the H200 could not run (EFBIG; docs/decisions/0003)."""
     config = WorkerConfig.from_env(settings, {"KB_VERIFIER_SANDBOX_DIR": str(tmp_path), "KB_VERIFIER_DEVICE": "cpu"})
     sandbox = Sandbox(config.sandbox)
     box = sandbox.make_box("memfd")

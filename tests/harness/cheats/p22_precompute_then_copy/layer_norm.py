@@ -5,11 +5,11 @@ output: on the GPU about the bandwidth floor itself for layer_norm (the output i
 project's honest two-pass kernel runs at 40-45 % of it. Every re-check passes: the answer is right, it was computed
 outside the events. On the CPU the seed comes with the go, so the draw and the precompute are inside the judge's
 clock and it gains nothing. On the GPU it passed at 48.4x, and at 47.0x under a bound on the time of the "timed"
-order (bench/harness/isolation, run13 and run16), while the candidate drew the inputs; now the judge writes them after
+order (isolation/runs.md, run13 and run16), while the candidate drew the inputs; now the judge writes them after
 the candidate's ready and the wrapped draw runs in the warm-up only: class 4 (run17).
 
 The census knows a route's own Triton kernels by the names its files give ``triton.jit`` functions: the two stubs
-below claim the project's kernels (named class 9 as not the route's own on the H200 without them: isolation/run15),
+below claim the project's kernels (named class 9 as not the route's own on the H200 without them: runs.md, run15),
 as a copy of their source would."""
 
 import torch
