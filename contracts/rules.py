@@ -4,7 +4,7 @@
 the benchmark card, the verifier versions it accepts, the guardrails, the checks, the Slurm limits and the
 maintainers. It validates with jsonschema where it is installed (the services) and with this module's own reader of
 the same schema where it is not (the GPU harness and the check script run with stdlib and torch only); both give the
-same Rules, or the same RulesError naming every field that is wrong (tests/layer/test_rules.py runs every case
+same Rules, or the same RulesError naming every field that is wrong (tests/contracts/test_rules.py runs every case
 through both).
 
 ``read_card`` is the lenient reader for rules already in the log: the board shows, and ingest asks who may approve

@@ -17,7 +17,7 @@ from prometheus_client import REGISTRY
 from services.common import bus
 from services.common.eventlog import EventLog, NewEvent
 from services.common.relay import RELAY_DUPLICATES, Relay
-from tests.log.helpers import Crash, append_jobs, running, wait_for
+from tests.eventlog.helpers import Crash, append_jobs, running, wait_for
 
 pytestmark = pytest.mark.timeout(90)
 REPO = Path(__file__).resolve().parents[2]

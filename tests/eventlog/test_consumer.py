@@ -11,7 +11,7 @@ from prometheus_client import REGISTRY
 from services.common.consumer import CONSUMER_DEAD_LETTERED, CONSUMER_DEAD_LETTERS, Consumer
 from services.common.eventlog import EventLog, NewEvent
 from services.common.relay import Relay
-from tests.log.helpers import Crash, append_jobs, running, wait_for
+from tests.eventlog.helpers import Crash, append_jobs, running, wait_for
 
 pytestmark = pytest.mark.timeout(90)
 
