@@ -29,12 +29,18 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from services.common.mounts import MountPlan, Unconfinable, existing, mount_plan
+
 JOB_USER = os.environ.get("KB_JOB_USER", "kb-job")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 DEV = Path("/dev")
 NVIDIA_PROC = Path("/proc/driver/nvidia/gpus")
 # Scratch space the confined process may write (its /tmp), also where HOME and caches point.
 SCRATCH = "/tmp"
+# Covered by empty tmpfs: root's home and the machine's shared places (sockets, other processes' files), then its own
+# scratch; the two it may write are capped like its disk.
+COVERED = ("/root", "/run", "/var/tmp", "/dev/shm", SCRATCH)
+WRITABLE = ("/dev/shm", SCRATCH)
 
 
 @dataclass(frozen=True)
@@ -269,7 +275,7 @@ class Confinement:
         memory_rlimit: bool = True,
     ) -> "Confinement":
         """Decides the layers this machine allows. As root, the job user must exist: untrusted code never runs as
-        root (LookupError otherwise)."""
+        root (LookupError otherwise), and the layout must be one its mounts confine (Unconfinable otherwise)."""
         self = cls(caps, list(hidden), list(visible), gpu, gpu_pci, name, memory_rlimit)
         if os.geteuid() == 0:
             self.ids = job_ids()
@@ -281,6 +287,8 @@ class Confinement:
             self.bwrap, why = usable_bwrap()
             if self.bwrap is None:
                 self.notes.append(f"{why}: host not read-only for the candidate, network not unshared")
+            elif self.mounts.unconfinable:
+                raise Unconfinable(self.mounts.unconfinable)
             elif gpu and not self.one_gpu and len(nvidia_nodes()[1]) > 1:
                 self.notes.append("several GPUs here, its own not found in the driver's entries: every one bound in")
             self.cgroup = Cgroup.create(f"{name}-{os.getpid()}", caps)
@@ -341,27 +349,28 @@ class Confinement:
                 args += ["--dev-bind", dev, dev]
             if own_entry:  # the other GPUs' driver entries hidden, its own bound back
                 args += ["--tmpfs", str(NVIDIA_PROC), "--ro-bind", own_entry, own_entry]
-        covered = [
-            p for p in dict.fromkeys(["/root", "/run", "/var/tmp", "/dev/shm", *self.hidden]) if Path(p).is_dir()
-        ]
-        for path in covered:  # root's and empty, but /dev/shm, which is writable and capped like its /tmp
-            shm = ["--perms", "1777", "--size", str(self.caps.disk_bytes)]
-            args += [*shm, "--tmpfs", path] if path == "/dev/shm" else ["--tmpfs", path]
-        # What the process needs from under a covered directory goes back on top, read-only; what lay under /tmp goes
-        # back on top of the fresh scratch tmpfs.
-        visible = list(dict.fromkeys(str(Path(p).resolve()) for p in self.visible if Path(p).exists()))
-        under = [p for p in visible if any(Path(p).is_relative_to(c) for c in covered)]
-        for path in under:
-            if not Path(path).is_relative_to(SCRATCH):
-                args += self._bind_back(path, covered)
-        args += ["--perms", "1777", "--size", str(self.caps.disk_bytes), "--tmpfs", SCRATCH]
-        for path in visible:
-            if Path(path).is_relative_to(SCRATCH):
-                args += self._bind_back(path, [SCRATCH])
+        plan = self.mounts
+        if plan.unconfinable:
+            raise Unconfinable(plan.unconfinable)
+        for path in plan.covers:  # root's and empty, but /tmp and /dev/shm: writable and capped, each
+            writable = ["--perms", "1777", "--size", str(self.caps.disk_bytes)] if path in WRITABLE else []
+            args += [*writable, "--tmpfs", path]
+        # What the process needs from under a covered directory goes back on top, read-only, and what must stay
+        # hidden inside that is covered again.
+        for path in plan.bind_backs:
+            args += self._bind_back(path, plan.covers)
+        for path in plan.recovers:
+            args += ["--tmpfs", path]
         return [*args, "--chdir", SCRATCH, "--"]
 
+    @functools.cached_property
+    def mounts(self) -> MountPlan:
+        """What its bubblewrap covers, binds back and covers again (services/common/mounts.py), decided once."""
+        covered = [p for p in COVERED if os.path.isdir(p)]
+        return mount_plan(covered, existing(self.hidden, os.path.isdir), existing(self.visible))
+
     @staticmethod
-    def _bind_back(path: str, covered: list[str]) -> list[str]:
+    def _bind_back(path: str, covered: tuple[str, ...]) -> list[str]:
         """A read-only bind of ``path`` on top of the tmpfs covering it, its parents made traversable (bubblewrap
         would make them 0700, root's, and the job user could not reach it)."""
         cover = max((c for c in covered if Path(path).is_relative_to(c)), key=len)

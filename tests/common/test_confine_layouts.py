@@ -1,0 +1,77 @@
+"""KB_HOME stays hidden from route code whatever the layout (issues 43 and 36 item 6): a checkout under a directory
+the sandboxes cover (/root, /tmp, /var/tmp), bound back read-only so the code it holds can run, must not bring back
+the KB_HOME inside it. Driven through the real layers: the candidate's confinement (bubblewrap, the job user) and the
+check's sandbox (unshare and sandbox_setup.sh)."""
+
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from services.common.confine import Caps, Confinement, job_ids, usable_bwrap
+
+COVERED = ("/root", "/tmp", "/var/tmp")
+TOKEN = "token-contents-never-seen"
+LOG_LINE = "a log line never seen"
+ROUTE = "route code that runs"
+
+
+@pytest.fixture(params=COVERED)
+def checkout(request):
+    """A small checkout under a covered directory: route code, and KB_HOME (`.state`) as `make up` lays it out with
+    a token only its owner reads and a log every user reads."""
+    root = Path(tempfile.mkdtemp(prefix="kb-layout-", dir=request.param))
+    try:
+        root.chmod(0o755)
+        (root / "kernels").mkdir(mode=0o755)
+        (root / "kernels" / "route.py").write_text(f"# {ROUTE}\n")
+        (root / "kernels" / "route.py").chmod(0o644)
+        home = root / ".state"
+        home.mkdir(mode=0o755)
+        (home / "curator.token").write_text(TOKEN)
+        (home / "curator.token").chmod(0o600)
+        (home / "verifier.log").write_text(LOG_LINE)
+        (home / "verifier.log").chmod(0o644)
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def probe(checkout: Path) -> str:
+    home = checkout / ".state"
+    return (
+        f'echo "entries: $(ls -A {home} 2>/dev/null | wc -l)";'
+        f"cat {home}/curator.token {home}/verifier.log 2>/dev/null; echo;"
+        f"cat {checkout}/kernels/route.py"
+    )
+
+
+def assert_hidden(output: str) -> None:
+    assert ROUTE in output, f"the checkout was not bound back, so nothing was tried: {output}"
+    assert "entries: 0" in output, f"KB_HOME listed from inside: {output}"
+    assert TOKEN not in output and LOG_LINE not in output, output
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or job_ids() is None or usable_bwrap()[0] is None,
+    reason="needs root, the job user kb-job and bubblewrap (make up / .ci/run provide them)",
+)
+def test_the_candidate_never_sees_kb_home_inside_its_bound_back_checkout(checkout):
+    confinement = Confinement.prepare(
+        Caps(), name="kb-layout-test", hidden=[str(checkout / ".state")], visible=[str(checkout)]
+    )
+    try:
+        done = subprocess.run(
+            confinement.command(["sh", "-c", probe(checkout)]),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={"PATH": "/usr/bin:/bin"},
+        )
+    finally:
+        confinement.close()
+    assert done.returncode == 0, done.stderr
+    assert_hidden(done.stdout)
