@@ -115,6 +115,7 @@ class Action(Enum):
     START_ROUTE = "start a route"
     OPEN_PULL = "open a pull request"
     REVIEW_PULL = "review a pull request"
+    APPROVE_PULL = "approve or request changes on a pull request"
     MERGE_PULL = "merge a pull request"
     SUBMIT_JOB = "submit a job"
     CANCEL_JOB = "cancel a job"
@@ -194,6 +195,20 @@ def _maintainer_role(actor: Actor, action: Action, _target: Target) -> Refusal |
     return _role(actor, MAINTAINER, action)
 
 
+def _not_the_authors(actor: Actor, action: Action, target: Target) -> Refusal | None:
+    """A verdict on a pull request: anyone signed in but its author's side -- the author, the person it acts for and
+    that person's agents -- who may comment on it. A maintainer's own pull request waits for another's approval."""
+    if refusal := _signed_in(actor, action, target):
+        return refusal
+    if actor.owner == target.owner:
+        return denied(
+            f"{actor.name} may not {action.value} of its own side: {target.label or 'it'} is by {target.name}, who "
+            f"acts for {target.owner} (a comment is welcome)",
+            "own_pull",
+        )
+    return None
+
+
 def _author_or_maintainer(actor: Actor, action: Action, target: Target) -> Refusal | None:
     """An issue: its author, the person the author acts for (and that person's agents), maintainers."""
     if not actor.via_host and (actor.is_maintainer or actor.name == target.name or actor.owner == target.owner):
@@ -264,6 +279,10 @@ RULES: dict[Action, Rule] = {
     Action.START_ROUTE: Rule("anyone signed in (the route belongs to the person it acts for)", _signed_in),
     Action.OPEN_PULL: Rule("the route's owner, the owner's agents, maintainers", _owner_or_maintainer),
     Action.REVIEW_PULL: Rule("anyone signed in", _signed_in),
+    Action.APPROVE_PULL: Rule(
+        "anyone signed in but the pull request's author, the person it acts for and that person's agents",
+        _not_the_authors,
+    ),
     Action.MERGE_PULL: Rule("a maintainer in person", _maintainer_in_person),
     Action.SUBMIT_JOB: Rule("the route's owner, the owner's agents, maintainers", _owner_or_maintainer),
     Action.CANCEL_JOB: Rule("the job's owner, the owner's agents, maintainers", _owner_or_maintainer),
@@ -348,11 +367,13 @@ def _targets(actor: Actor) -> tuple[Target, Target]:
 
 
 def cell(actor: Actor, action: Action) -> str:
-    """``yes`` (any target), ``own`` (its own or its owner's only; for the rules: when they name it) or ``no``."""
+    """``yes`` (any target), ``own`` (its own or its owner's only; for the rules: when they name it), ``not own``
+    (anyone's but its own or its owner's) or ``no``."""
     own, other = _targets(actor)
-    if decide(actor, action, other) is None:
-        return "yes"
-    return "own" if decide(actor, action, own) is None else "no"
+    on_own, on_other = decide(actor, action, own) is None, decide(actor, action, other) is None
+    if on_other:
+        return "yes" if on_own else "not own"
+    return "own" if on_own else "no"
 
 
 def table() -> str:

@@ -24,6 +24,7 @@ EVENT_FIELD_BYTES = {
     "CheckCompleted.subtasks": 512 * KIB,
     "CheckCompleted.not_verified_because": 16 * KIB,
     "PullRequestOpened.title": 1 * KIB,
+    "PullRequestOpened.body": 80 * KIB,
     "PullRequestReviewed.body": 64 * KIB,
     "RouteAdopted.note": 4 * KIB,
     "BenchmarkStatusChanged.reason": 4 * KIB,
@@ -52,6 +53,7 @@ MAX_METRICS_JSON_BYTES = 256 * KIB
 MAX_RULES_JSON_BYTES = 256 * KIB
 # Free text (checked at the RPC edge with contracts.names.text).
 MAX_PULL_TITLE_CHARS = 200
+MAX_PULL_BODY_CHARS = 20_000
 MAX_REVIEW_BODY_CHARS = 64 * KIB
 MAX_TOKEN_CHARS = 200
 MAX_ISSUE_TITLE_CHARS = 200

@@ -18,6 +18,7 @@ CHUNK_BYTES = 1024 * 1024
 GRPC_DEFAULT_RECEIVE_BYTES = 4 * 1024 * 1024
 TITLE_MAX_CHARS = limits.MAX_PULL_TITLE_CHARS
 REVIEW_MAX_CHARS = limits.MAX_REVIEW_BODY_CHARS
+PULL_BODY_MAX_CHARS = limits.MAX_PULL_BODY_CHARS
 MAX_FETCH_REFS = limits.MAX_FETCH_REFS
 MAX_FETCH_HAVE = limits.MAX_FETCH_HAVE
 MAX_TOKEN_TTL_S = 10 * 366 * 24 * 3600  # ten years; a longer lifetime would overflow the expiry's date
@@ -97,18 +98,27 @@ def route_message(route: store.RouteRow, head: str) -> ingest_pb2.Route:
     )
 
 
-def pull_message(pull: store.PullRow) -> ingest_pb2.PullRequest:
+def pull_message(pull: store.PullRow, files=()) -> ingest_pb2.PullRequest:
     return ingest_pb2.PullRequest(
         number=pull.number,
         route=pull.route,
         head_sha=pull.head_sha,
         base_ref=pull.base_ref,
         title=pull.title,
+        body=pull.body,
         author=pull.author,
         state=pull.state,
         merge_sha=pull.merge_sha,
         merged_by=pull.merged_by,
-        reviews=[ingest_pb2.Review(verdict=r.verdict, body=r.body, reviewer=r.reviewer) for r in pull.reviews],
+        opened_at=timestamp(pull.opened_at),
+        reviews=[
+            ingest_pb2.Review(verdict=r.verdict, body=r.body, reviewer=r.reviewer, reviewed_at=timestamp(r.reviewed_at))
+            for r in pull.reviews
+        ],
+        files=[
+            ingest_pb2.ChangedFile(path=path, added=added, deleted=deleted, binary=binary)
+            for path, added, deleted, binary in files
+        ],
     )
 
 
@@ -237,7 +247,12 @@ class IngestServicer(ingest_pb2_grpc.IngestServicer):
     async def OpenPullRequest(self, request, context):
         route = names.route(request.route)
         title = names.text(request.title, "title", TITLE_MAX_CHARS)
-        return pull_message(await self.ingest.open_pull(caller(), route, title))
+        body = names.text(request.body, "body", PULL_BODY_MAX_CHARS, multiline=True)
+        return pull_message(await self.ingest.open_pull(caller(), route, title, body))
+
+    async def GetPullRequest(self, request, context):
+        pull = await self.ingest.get_pull(pull_number(request.number))
+        return pull_message(pull, await self.ingest.pull_files(pull))
 
     async def Review(self, request, context):
         number, verdict = pull_number(request.number), review_verdict(request.verdict)

@@ -25,7 +25,8 @@ from services.common.setaside import SetAside
 from services.ingest import domain, store
 from services.ingest.domain import Actor, RefTarget, Refusal
 from services.ingest.gitrefs import GitRefFollower
-from services.ingest.gitrepo import HostedRepo, MergeConflict, UnbundleError
+from services.ingest.gitrepo import HostedRepo, UnbundleError
+from services.ingest.pulls import PullRequests, recorded_paths
 
 DEFAULT_MAX_BUNDLE_BYTES = limits.MAX_BUNDLE_BYTES
 
@@ -67,12 +68,6 @@ class CheckedPush:
     rules: tuple[int, str] | None = None  # (benchmark version, scienceslack.json) when the tag moves
 
 
-def recorded_paths(paths: list[str]) -> list[str]:
-    """The changed paths a CommitIngested records: a commit of thousands of files (a job's results) is summed up
-    ("… and N more") within the event field's limit rather than refused; the push's reply lists them all."""
-    return limits.fit_list(paths, limits.EVENT_FIELD_BYTES["CommitIngested.changed_paths"])
-
-
 def refused_by_git(err: UnbundleError) -> Refusal:
     if err.missing_prerequisites:
         return Refusal(
@@ -83,7 +78,7 @@ def refused_by_git(err: UnbundleError) -> Refusal:
     return domain.invalid("malformed_bundle", f"malformed bundle: git could not read it ({err})")
 
 
-class Ingest:
+class Ingest(PullRequests):
     def __init__(self, log: EventLog, repo: HostedRepo, *, max_bundle_bytes: int = DEFAULT_MAX_BUNDLE_BYTES):
         self.log = log
         self.pool = log.pool
@@ -411,107 +406,6 @@ class Ingest:
             raise Refusal("FAILED_PRECONDITION", "no_main", "the hosted repository is empty: nothing to fetch")
         known = await self.repo.known_commits([sha for sha in have if domain.OBJECT_ID.match(sha)])
         return await self.repo.create_bundle(wanted, exclude=known)
-
-    # --- pull requests ---------------------------------------------------------------------------------------------
-
-    async def open_pull(self, actor: Actor, route_name: str, title: str) -> store.PullRow:
-        route, head = await self.get_route(route_name)
-        access.require(actor, access.Action.OPEN_PULL, access.Target(owner=route.owner, label=f"route {route.route!r}"))
-        main = await store.ref_value(self.pool, domain.MAIN_REF)
-        if await self.repo.is_ancestor(head, main):
-            raise Refusal("FAILED_PRECONDITION", "nothing_to_merge", f"route {route.route!r} brings nothing main lacks")
-        title = title.strip() or f"Merge route {route.route}"
-        changed = await self.repo.changed_paths(await self.repo.merge_base(main, head), head)  # what the route brings
-        async with self.pool.acquire() as conn, conn.transaction():
-            number = await store.insert_pull(conn, route.route, head, domain.MAIN_REF, title, actor.name)
-            target = domain.parse_ref(domain.pull_ref(number))
-            await store.move_ref(conn, target.ref, "", head, actor.name)
-            opened = events_pb2.PullRequestOpened(
-                number=number,
-                route=route.route,
-                head_sha=head,
-                base_ref=domain.MAIN_REF,
-                title=title,
-                author=actor.name,
-            )
-            commit = events_pb2.CommitIngested(
-                ref=target.ref,
-                sha=head,
-                kind=events_pb2.COMMIT_KIND_PULL,
-                route=route.route,
-                pull_number=number,
-                changed_paths=recorded_paths(changed),
-                owner=access.owner_of(actor),
-            )
-            await self.log.append(
-                target.stream, 0, [NewEvent(opened, actor.name), NewEvent(commit, actor.name)], conn=conn
-            )
-        await self.git_refs.follow([target.ref])
-        log.info("pull request opened", number=number, route=route.route, head=head, actor=actor.name)
-        return await self.get_pull(number)
-
-    async def get_pull(self, number: int) -> store.PullRow:
-        pull = await store.get_pull(self.pool, number)
-        if pull is None:
-            raise Refusal("NOT_FOUND", "unknown_pull", f"no pull request #{number}")
-        return pull
-
-    async def list_pulls(self, route: str, state: str) -> list[store.PullRow]:
-        return await store.list_pulls(self.pool, route, state)
-
-    async def review(self, actor: Actor, number: int, verdict: int, body: str) -> store.PullRow:
-        access.require(actor, access.Action.REVIEW_PULL)
-        async with self.pool.acquire() as conn, conn.transaction():
-            pull = await store.get_pull(conn, number, for_update=True)
-            if pull is None:
-                raise Refusal("NOT_FOUND", "unknown_pull", f"no pull request #{number}")
-            domain.check_review(verdict, pull.state, number)
-            await store.insert_review(conn, number, verdict, body, actor.name)
-            reviewed = events_pb2.PullRequestReviewed(number=number, verdict=verdict, body=body, reviewer=actor.name)
-            await self.log.append(f"pull:{number}", None, [NewEvent(reviewed, actor.name)], conn=conn)
-        return await self.get_pull(number)
-
-    async def merge(self, actor: Actor, number: int) -> store.PullRow:
-        """A merge commit of the pull request's head into main (maintainers only). The rules that judge change only
-        when a maintainer moves the tag checks, never by a merge."""
-        access.require(actor, access.Action.MERGE_PULL)
-        pull = await self.get_pull(number)
-        domain.check_open(pull.state, number)
-        main = await store.ref_value(self.pool, domain.MAIN_REF)
-        message = f"Merge route {pull.route} (#{number}): {pull.title}"
-        try:
-            merge_sha = await self.repo.merge(main, pull.head_sha, message, actor.name)
-        except MergeConflict as err:
-            raise Refusal("FAILED_PRECONDITION", "merge_conflict", f"pull request #{number}: {err}") from None
-        # Checked again against main as it is now: a merge into main changes only the route's folder, whatever the
-        # route's history let through (a head recorded before the route rule held for every commit).
-        dropped, changed = await self.repo.paths_outside(main, merge_sha, pull.route)
-        if dropped or changed:
-            raise domain.refuse_merge_outside_route(number, pull.route, dropped, changed)
-        commit = events_pb2.CommitIngested(
-            ref=domain.MAIN_REF,
-            sha=merge_sha,
-            parent=main,
-            kind=events_pb2.COMMIT_KIND_MAIN,
-            changed_paths=recorded_paths(await self.repo.changed_paths(main, merge_sha)),
-            owner=access.owner_of(actor),
-        )
-        merged = events_pb2.PullRequestMerged(
-            number=number, merge_sha=merge_sha, base_ref=domain.MAIN_REF, merged_by=actor.name
-        )
-        async with self.pool.acquire() as conn, conn.transaction():
-            locked = await store.get_pull(conn, number, for_update=True)
-            domain.check_open(locked.state, number)
-            try:
-                await store.move_ref(conn, domain.MAIN_REF, main, merge_sha, actor.name)
-            except store.RefMoved as err:
-                raise Refusal("ABORTED", "conflict", str(err)) from None
-            await store.mark_merged(conn, number, merge_sha, actor.name)
-            await self.log.append("main", None, [NewEvent(commit, actor.name)], conn=conn)
-            await self.log.append(f"pull:{number}", None, [NewEvent(merged, actor.name)], conn=conn)
-        await self.git_refs.follow([domain.MAIN_REF])
-        log.info("pull request merged", number=number, merge_sha=merge_sha, actor=actor.name)
-        return await self.get_pull(number)
 
     # --- identities ------------------------------------------------------------------------------------------------
 

@@ -18,7 +18,6 @@ from services.cli.client import NotSignedIn, channel, metadata, save_token
 
 CHUNK_BYTES = 256 * 1024
 PROGRESS_FROM_BYTES = 1024 * 1024
-VERDICTS = ("approve", "request_changes", "comment")  # events.proto's ReviewVerdict, REVIEW_VERDICT_<NAME>
 
 
 class CliError(Exception):
@@ -310,70 +309,6 @@ def cmd_rules_approve(args):
     push_ref(args, root, "refs/tags/checks")
 
 
-# --- pull requests -------------------------------------------------------------------------------------------------
-
-
-def pull_dict(p) -> dict:
-    return {
-        "number": p.number,
-        "route": p.route,
-        "title": p.title,
-        "author": p.author,
-        "state": p.state,
-        "head": p.head_sha,
-        "merge_sha": p.merge_sha,
-        "merged_by": p.merged_by,
-        "reviews": [{"reviewer": r.reviewer, "verdict": r.verdict, "body": r.body} for r in p.reviews],
-    }
-
-
-def pull_line(p) -> str:
-    return f"#{p.number} {p.state:<7} {p.route:<20} {p.author:<18} {p.title}"
-
-
-@handler
-def cmd_pr_open(args):
-    from kernelboard.v1 import ingest_pb2
-
-    route = args.route or git("config", "kb.route", cwd=args.C or ".", check=False)
-    if not route:
-        raise CliError("name the route: kb pr open --route NAME")
-    p = stub().OpenPullRequest(ingest_pb2.OpenPullRequestRequest(route=route, title=args.title), metadata=metadata())
-    emit(args, pull_dict(p), f"opened pull request #{p.number} from route {p.route} ({p.head_sha[:12]})")
-
-
-@handler
-def cmd_pr_review(args):
-    from kernelboard.v1 import events_pb2, ingest_pb2
-
-    verdict = events_pb2.ReviewVerdict.Value(f"REVIEW_VERDICT_{args.verdict.upper()}")
-    request = ingest_pb2.ReviewRequest(number=args.number, verdict=verdict, body=args.message)
-    p = stub().Review(request, metadata=metadata())
-    emit(args, pull_dict(p), f"reviewed #{p.number}: {args.verdict}")
-
-
-@handler
-def cmd_pr_merge(args):
-    from kernelboard.v1 import ingest_pb2
-
-    p = stub().Merge(ingest_pb2.MergeRequest(number=args.number), metadata=metadata())
-    emit(args, pull_dict(p), f"merged #{p.number} into main as {p.merge_sha[:12]}")
-
-
-@handler
-def cmd_pr_list(args):
-    from kernelboard.v1 import ingest_pb2
-
-    pulls = (
-        stub()
-        .ListPullRequests(
-            ingest_pb2.ListPullRequestsRequest(route=args.route or "", state=args.state or ""), metadata=metadata()
-        )
-        .pull_requests
-    )
-    emit(args, {"pull_requests": [pull_dict(p) for p in pulls]}, "\n".join(pull_line(p) for p in pulls) or "none")
-
-
 # --- issues and comments ------------------------------------------------------------------------------------------
 
 
@@ -473,22 +408,6 @@ def cmd_issue_reopen(args):
     set_issue_state(args, "ReopenIssue", "reopened")
 
 
-@handler
-def cmd_pr_comment(args):
-    from kernelboard.v1 import ingest_pb2
-
-    c = stub().AddComment(ingest_pb2.AddCommentRequest(pull_number=args.number, body=args.message), metadata=metadata())
-    emit(args, comment_dict(c), f"commented on pull request #{args.number}")
-
-
-@handler
-def cmd_pr_comments(args):
-    from kernelboard.v1 import ingest_pb2
-
-    comments = all_pages(stub().ListComments, ingest_pb2.ListCommentsRequest(pull_number=args.number), "comments", 0)
-    emit(args, {"comments": [comment_dict(c) for c in comments]}, "\n".join(comment_lines(comments)) or "no comments")
-
-
 # --- joining the project -------------------------------------------------------------------------------------------
 
 
@@ -585,27 +504,9 @@ def register(subparsers) -> None:
     push.add_argument("ref", nargs="?", help="routes/<route>, main, ... (default: the clone's route or branch)")
     push.add_argument("-C", metavar="DIR", help="the clone (default: the current directory)")
 
-    pr = group(subparsers, "pr", "pull requests from a route into main")
-    opened = add(pr, "open", cmd_pr_open, "open a pull request from a route's head")
-    opened.add_argument("--route", help="default: the clone's route")
-    opened.add_argument("--title", default="", help="title")
-    opened.add_argument("-C", metavar="DIR", help="the clone (default: the current directory)")
-    review = add(pr, "review", cmd_pr_review, "approve, request changes or comment")
-    review.add_argument("number", type=int)
-    verdict = review.add_mutually_exclusive_group(required=True)
-    for name in VERDICTS:
-        verdict.add_argument(f"--{name.replace('_', '-')}", dest="verdict", action="store_const", const=name)
-    review.add_argument("-m", "--message", default="", help="the review's text")
-    merge = add(pr, "merge", cmd_pr_merge, "merge a pull request into main (maintainers)")
-    merge.add_argument("number", type=int)
-    listed = add(pr, "list", cmd_pr_list, "list pull requests")
-    listed.add_argument("--route")
-    listed.add_argument("--state", choices=["open", "merged"])
-    pr_comment = add(pr, "comment", cmd_pr_comment, "comment on a pull request (anyone signed in)")
-    pr_comment.add_argument("number", type=int)
-    pr_comment.add_argument("-m", "--message", required=True, help="the comment")
-    pr_comments = add(pr, "comments", cmd_pr_comments, "a pull request's comments")
-    pr_comments.add_argument("number", type=int)
+    from services.ingest import pulls_cli  # here: it builds on this module's helpers
+
+    pulls_cli.register(subparsers)
 
     issue = group(subparsers, "issue", "the project's issues (anyone signed in opens and comments)")
     opened_issue = add(issue, "open", cmd_issue_open, "open an issue")

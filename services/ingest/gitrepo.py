@@ -183,6 +183,18 @@ class Objects:
         paths = (delta.new_file.path for delta in self._commit(old).tree.diff_to_tree(tree).deltas)
         return list(dict.fromkeys(paths))  # a type change shows as a deletion and an addition of one path
 
+    async def first_parent(self, sha: str) -> str:
+        return str(self._commit(sha).parent_ids[0])
+
+    async def diff_stat(self, old: str, new: str) -> list[tuple[str, int, int, bool]]:
+        """(path, lines added, lines deleted, binary) of each file changed from ``old`` to ``new``."""
+        diff = self._commit(old).tree.diff_to_tree(self._commit(new).tree)
+        stat = []
+        for patch in diff:
+            _, added, deleted = patch.line_stats
+            stat.append((patch.delta.new_file.path, added, deleted, patch.delta.is_binary))
+        return stat
+
     async def route_commits(self, tip: str, exclude: Sequence[str], route: str) -> list[RouteCommit]:
         """The commits reachable from ``tip`` and from none of ``exclude``, parents first, each with its tree's
         ``outside`` value for ``route`` (domain.RouteCommit)."""

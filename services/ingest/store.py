@@ -31,20 +31,26 @@ class ReviewRow:
     verdict: int
     body: str
     reviewer: str
+    reviewed_at: datetime
 
 
 @dataclass(frozen=True)
 class PullRow:
+    """A pull request as every reply shows it: always with its reviews (a row without them would say "no reviews")."""
+
     number: int
     route: str
     head_sha: str
     base_ref: str
     title: str
+    body: str
     author: str
+    author_owner: str
     state: str
     merge_sha: str
     merged_by: str
-    reviews: tuple[ReviewRow, ...] = ()
+    opened_at: datetime
+    reviews: tuple[ReviewRow, ...]
 
 
 async def ref_values(conn) -> dict[str, str]:
@@ -155,15 +161,19 @@ async def insert_route(conn, route: str, owner: str, started_by: str, base_sha: 
     )
 
 
-async def insert_pull(conn, route: str, head_sha: str, base_ref: str, title: str, author: str) -> int:
+async def insert_pull(
+    conn, route: str, head_sha: str, base_ref: str, title: str, body: str, author: str, author_owner: str
+) -> int:
     return await conn.fetchval(
-        "INSERT INTO ingest_pulls (route, head_sha, base_ref, title, author) VALUES ($1, $2, $3, $4, $5)"
-        " RETURNING number",
+        "INSERT INTO ingest_pulls (route, head_sha, base_ref, title, body, author, author_owner)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING number",
         route,
         head_sha,
         base_ref,
         title,
+        body,
         author,
+        author_owner,
     )
 
 
@@ -171,17 +181,7 @@ async def get_pull(conn, number: int, *, for_update: bool = False) -> PullRow | 
     row = await conn.fetchrow(
         "SELECT * FROM ingest_pulls WHERE number = $1" + (" FOR UPDATE" if for_update else ""), number
     )
-    if row is None:
-        return None
-    reviews = await conn.fetch(
-        "SELECT verdict, body, reviewer FROM ingest_reviews WHERE number = $1 ORDER BY id", number
-    )
-    return _pull(row, tuple(ReviewRow(**dict(r)) for r in reviews))
-
-
-def _pull(row, reviews=()) -> PullRow:
-    fields = {k: row[k] for k in ("number", "route", "head_sha", "base_ref", "title", "author", "state")}
-    return PullRow(**fields, merge_sha=row["merge_sha"] or "", merged_by=row["merged_by"] or "", reviews=reviews)
+    return (await _with_reviews(conn, [row]))[0] if row else None
 
 
 async def list_pulls(conn, route: str = "", state: str = "") -> list[PullRow]:
@@ -190,7 +190,31 @@ async def list_pulls(conn, route: str = "", state: str = "") -> list[PullRow]:
         route,
         state,
     )
-    return [_pull(row) for row in rows]
+    return await _with_reviews(conn, rows)
+
+
+async def _with_reviews(conn, rows) -> list[PullRow]:
+    """The pull requests of ``rows``, each with its reviews oldest first: the one way a PullRow is made."""
+    reviews: dict[int, list[ReviewRow]] = {row["number"]: [] for row in rows}
+    for review in await conn.fetch(
+        "SELECT number, verdict, body, reviewer, reviewed_at FROM ingest_reviews WHERE number = ANY($1::bigint[])"
+        " ORDER BY id",
+        list(reviews),
+    ):
+        reviews[review["number"]].append(
+            ReviewRow(review["verdict"], review["body"], review["reviewer"], review["reviewed_at"])
+        )
+    fields = ("number", "route", "head_sha", "base_ref", "title", "body", "author", "author_owner", "state")
+    return [
+        PullRow(
+            **{k: row[k] for k in fields},
+            merge_sha=row["merge_sha"] or "",
+            merged_by=row["merged_by"] or "",
+            opened_at=row["opened_at"],
+            reviews=tuple(reviews[row["number"]]),
+        )
+        for row in rows
+    ]
 
 
 async def insert_review(conn, number: int, verdict: int, body: str, reviewer: str) -> None:

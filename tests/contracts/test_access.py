@@ -57,6 +57,19 @@ def test_no_agent_or_service_mints_tokens(actor, target):
         assert access.decide(actor, Action.CREATE_TOKEN, target) is not None
 
 
+@given(person_names, roles, st.booleans(), targets)
+def test_nobody_approves_a_pull_request_of_their_own_side(person, role, as_agent, target):
+    """The author, the person the author acts for and that person's agents never approve (or request changes on) the
+    pull request, whatever their role; anyone else signed in does."""
+    actor = Actor(f"{person}/bot", AGENT, person, role) if as_agent else Actor(person, PERSON, person, role)
+    refusal = access.decide(actor, Action.APPROVE_PULL, target)
+    if person == target.owner:
+        assert refusal is not None and refusal.reason == "own_pull" and actor.name in refusal.message
+    else:
+        assert refusal is None
+    assert access.decide(Actor.operator(f"operator:{person}"), Action.APPROVE_PULL, target) is not None
+
+
 def test_an_agent_acts_for_its_owner_on_routes_pull_requests_and_jobs():
     agent = Actor("alice/bot", AGENT, "alice", MEMBER)
     for action in (Action.WRITE_ROUTE, Action.OPEN_PULL, Action.SUBMIT_JOB, Action.CANCEL_JOB):

@@ -18,6 +18,7 @@ class Kb:
         self.env = {
             **os.environ,
             "KB_INGEST_ADDR": f"127.0.0.1:{stack.port}",
+            "KB_VERIFIER_ADDR": "127.0.0.1:1",  # no verifier here: kb pr show says its checks are unavailable
             "KB_CREDENTIALS": str(tmp_path / "credentials.json"),
             "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
         }
@@ -78,12 +79,30 @@ async def test_agent_workflow_from_login_to_merge_and_rules_approval(stack, tmp_
     assert code == 1 and "INVALID_ARGUMENT" in err and "'kernels/problems/matmul.py' outside routes/cli-route/" in err
     subprocess.run(["git", "-C", str(clone), "reset", "-q", "--hard", second], check=True)
 
-    pull = await kb.json("pr", "open", "-C", str(clone), "--title", "first kernels")
-    code, _, err = await kb("pr", "merge", str(pull["number"]), ok=False)
+    pull = await kb.json("pr", "open", "-C", str(clone), "--title", "first kernels", "--body", "matmul, plainly")
+    number = str(pull["number"])
+    assert pull["body"] == "matmul, plainly"
+    code, _, err = await kb("pr", "merge", number, ok=False)
     assert code == 1 and "PERMISSION_DENIED" in err and "maintainer role needed" in err
-    await kb("pr", "review", str(pull["number"]), "--approve", "-m", "good", as_="curator")
+    code, _, err = await kb("pr", "review", number, "--approve", ok=False)  # alice/agent-1 opened it
+    assert code == 1 and "PERMISSION_DENIED" in err and "of its own side" in err
+    await kb("pr", "review", number, "--comment", "-m", "the tile is 64 wide", as_="alice")
+    await kb("pr", "review", number, "--approve", "-m", "good", as_="curator")
+    await kb("pr", "comment", number, "-m", "merging after the check", as_="curator")
+    [listed] = [p for p in (await kb.json("pr", "list"))["pull_requests"] if p["number"] == pull["number"]]
+    assert [(r["reviewer"], r["verdict"]) for r in listed["reviews"]] == [("alice", "comment"), ("curator", "approve")]
+    _, shown, _ = await kb("pr", "show", number)
+    assert "matmul, plainly" in shown and "files: 2 changed, +2 -0" in shown, shown
+    assert "reviews: 1 approve, 1 comment" in shown and "checks: not available (UNAVAILABLE" in shown, shown
+    _, conversation, _ = await kb("pr", "comments", number)
+    assert [line.split(",")[0] for line in conversation.splitlines() if line.startswith("--- ")] == [
+        "--- alice",
+        "--- curator",
+        "--- curator",
+    ]
+    assert "approve: good" in conversation and "merging after the check" in conversation
     merged = await kb.json("pr", "merge", str(pull["number"]), as_="curator")
-    assert merged["state"] == "merged" and merged["reviews"][0]["reviewer"] == "curator"
+    assert merged["state"] == "merged" and merged["reviews"][-1]["reviewer"] == "curator"
 
     main = tmp_path / "main"
     await kb("clone", str(main), as_="curator")

@@ -354,7 +354,7 @@ async def test_pull_request_review_and_merge(stack, tmp_path):
     base = work.head()
     work.commit({"routes/merge-me/matmul.py": "class ModelNew: pass\n"})
     await push(stack, "bob/agent-1", "routes/merge-me", work.bundle("refs/heads/routes/merge-me", base))
-    open_ = ingest_pb2.OpenPullRequestRequest(route="merge-me", title="fast matmul")
+    open_ = ingest_pb2.OpenPullRequestRequest(route="merge-me", title="fast matmul", body="tiles of 64\nno split-k")
     await refused(
         stack,
         stack.stub.OpenPullRequest(open_, metadata=stack.md("alice")),
@@ -366,14 +366,35 @@ async def test_pull_request_review_and_merge(stack, tmp_path):
     opened = [payload_of(e) for e in await stack.events("CommitIngested") if payload_of(e).pull_number == pull.number]
     assert [list(c.changed_paths) for c in opened] == [["routes/merge-me/matmul.py"]]
     assert (await stack.ingest.repo.refs())[f"refs/pull/{pull.number}/head"] == pull.head_sha
+    assert pull.body == "tiles of 64\nno split-k"
+    assert payload_of((await stack.events("PullRequestOpened"))[-1]).body == pull.body
     review = ingest_pb2.ReviewRequest(number=pull.number, verdict=events_pb2.REVIEW_VERDICT_COMMENT, body="looks fun")
     await stack.stub.Review(review, metadata=stack.md("mallory"))
     approve = ingest_pb2.ReviewRequest(number=pull.number, verdict=events_pb2.REVIEW_VERDICT_APPROVE, body="ok")
+    # Its author's side -- the agent that opened it and the person it acts for -- comments, but does not approve.
+    for who in ("bob/agent-1", "bob"):
+        details = await refused(
+            stack, stack.stub.Review(approve, metadata=stack.md(who)), grpc.StatusCode.PERMISSION_DENIED, "of its own"
+        )
+        assert details.startswith(f"{who} may not approve or request changes on a pull request of its own side")
+    own_note = ingest_pb2.ReviewRequest(number=pull.number, verdict=events_pb2.REVIEW_VERDICT_COMMENT, body="why 64")
+    await stack.stub.Review(own_note, metadata=stack.md("bob"))
     reviewed = await stack.stub.Review(approve, metadata=stack.md("curator"))
-    assert [(r.reviewer, r.verdict) for r in reviewed.reviews] == [
-        ("mallory", events_pb2.REVIEW_VERDICT_COMMENT),
-        ("curator", events_pb2.REVIEW_VERDICT_APPROVE),
+    expected = [
+        ("mallory", events_pb2.REVIEW_VERDICT_COMMENT, "looks fun"),
+        ("bob", events_pb2.REVIEW_VERDICT_COMMENT, "why 64"),
+        ("curator", events_pb2.REVIEW_VERDICT_APPROVE, "ok"),
     ]
+    assert [(r.reviewer, r.verdict, r.body) for r in reviewed.reviews] == expected
+    # Every reply that shows the pull request shows its reviews: the list too (it used to answer "reviews": []).
+    listed = await stack.stub.ListPullRequests(ingest_pb2.ListPullRequestsRequest(), metadata=stack.md("mallory"))
+    [mine] = [p for p in listed.pull_requests if p.number == pull.number]
+    assert [(r.reviewer, r.verdict, r.body) for r in mine.reviews] == expected
+    assert all(r.reviewed_at.seconds for r in mine.reviews) and mine.body == pull.body
+    get = ingest_pb2.GetPullRequestRequest(number=pull.number)
+    shown = await stack.stub.GetPullRequest(get, metadata=stack.md("mallory"))
+    assert [(f.path, f.added, f.deleted) for f in shown.files] == [("routes/merge-me/matmul.py", 1, 0)]
+    assert len(shown.reviews) == 3 and shown.opened_at.seconds
     merge = ingest_pb2.MergeRequest(number=pull.number)
     for who in ("bob", "bob/agent-1", "alice"):
         await refused(
@@ -391,6 +412,8 @@ async def test_pull_request_review_and_merge(stack, tmp_path):
     refs = await store.ref_values(stack.log.pool)
     assert refs["refs/heads/main"] == merged.merge_sha and refs["refs/tags/checks"] == tag_before
     assert payload_of((await stack.events("PullRequestMerged"))[-1]).merge_sha == merged.merge_sha
+    after = await stack.stub.GetPullRequest(get, metadata=stack.md("mallory"))
+    assert [f.path for f in after.files] == ["routes/merge-me/matmul.py"]  # against main before the merge
     await refused(
         stack,
         stack.stub.Merge(merge, metadata=stack.md("curator")),

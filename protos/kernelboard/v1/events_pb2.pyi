@@ -458,20 +458,22 @@ class RouteAdopted(_message.Message):
     def __init__(self, route: _Optional[str] = ..., benchmark_version: _Optional[int] = ..., adopted: _Optional[bool] = ..., note: _Optional[str] = ...) -> None: ...
 
 class PullRequestOpened(_message.Message):
-    __slots__ = ("number", "route", "head_sha", "base_ref", "title", "author")
+    __slots__ = ("number", "route", "head_sha", "base_ref", "title", "author", "body")
     NUMBER_FIELD_NUMBER: _ClassVar[int]
     ROUTE_FIELD_NUMBER: _ClassVar[int]
     HEAD_SHA_FIELD_NUMBER: _ClassVar[int]
     BASE_REF_FIELD_NUMBER: _ClassVar[int]
     TITLE_FIELD_NUMBER: _ClassVar[int]
     AUTHOR_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
     number: int
     route: str
     head_sha: str
     base_ref: str
     title: str
     author: str
-    def __init__(self, number: _Optional[int] = ..., route: _Optional[str] = ..., head_sha: _Optional[str] = ..., base_ref: _Optional[str] = ..., title: _Optional[str] = ..., author: _Optional[str] = ...) -> None: ...
+    body: str
+    def __init__(self, number: _Optional[int] = ..., route: _Optional[str] = ..., head_sha: _Optional[str] = ..., base_ref: _Optional[str] = ..., title: _Optional[str] = ..., author: _Optional[str] = ..., body: _Optional[str] = ...) -> None: ...
 
 class PullRequestReviewed(_message.Message):
     __slots__ = ("number", "verdict", "body", "reviewer")

@@ -119,25 +119,47 @@ class BundleChunk(_message.Message):
     def __init__(self, data: _Optional[bytes] = ..., total_bytes: _Optional[int] = ...) -> None: ...
 
 class OpenPullRequestRequest(_message.Message):
-    __slots__ = ("route", "title")
+    __slots__ = ("route", "title", "body")
     ROUTE_FIELD_NUMBER: _ClassVar[int]
     TITLE_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
     route: str
     title: str
-    def __init__(self, route: _Optional[str] = ..., title: _Optional[str] = ...) -> None: ...
+    body: str
+    def __init__(self, route: _Optional[str] = ..., title: _Optional[str] = ..., body: _Optional[str] = ...) -> None: ...
+
+class GetPullRequestRequest(_message.Message):
+    __slots__ = ("number",)
+    NUMBER_FIELD_NUMBER: _ClassVar[int]
+    number: int
+    def __init__(self, number: _Optional[int] = ...) -> None: ...
 
 class Review(_message.Message):
-    __slots__ = ("verdict", "body", "reviewer")
+    __slots__ = ("verdict", "body", "reviewer", "reviewed_at")
     VERDICT_FIELD_NUMBER: _ClassVar[int]
     BODY_FIELD_NUMBER: _ClassVar[int]
     REVIEWER_FIELD_NUMBER: _ClassVar[int]
+    REVIEWED_AT_FIELD_NUMBER: _ClassVar[int]
     verdict: _events_pb2.ReviewVerdict
     body: str
     reviewer: str
-    def __init__(self, verdict: _Optional[_Union[_events_pb2.ReviewVerdict, str]] = ..., body: _Optional[str] = ..., reviewer: _Optional[str] = ...) -> None: ...
+    reviewed_at: _timestamp_pb2.Timestamp
+    def __init__(self, verdict: _Optional[_Union[_events_pb2.ReviewVerdict, str]] = ..., body: _Optional[str] = ..., reviewer: _Optional[str] = ..., reviewed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ChangedFile(_message.Message):
+    __slots__ = ("path", "added", "deleted", "binary")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    ADDED_FIELD_NUMBER: _ClassVar[int]
+    DELETED_FIELD_NUMBER: _ClassVar[int]
+    BINARY_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    added: int
+    deleted: int
+    binary: bool
+    def __init__(self, path: _Optional[str] = ..., added: _Optional[int] = ..., deleted: _Optional[int] = ..., binary: _Optional[bool] = ...) -> None: ...
 
 class PullRequest(_message.Message):
-    __slots__ = ("number", "route", "head_sha", "base_ref", "title", "author", "state", "merge_sha", "merged_by", "reviews")
+    __slots__ = ("number", "route", "head_sha", "base_ref", "title", "author", "state", "merge_sha", "merged_by", "reviews", "body", "opened_at", "files")
     NUMBER_FIELD_NUMBER: _ClassVar[int]
     ROUTE_FIELD_NUMBER: _ClassVar[int]
     HEAD_SHA_FIELD_NUMBER: _ClassVar[int]
@@ -148,6 +170,9 @@ class PullRequest(_message.Message):
     MERGE_SHA_FIELD_NUMBER: _ClassVar[int]
     MERGED_BY_FIELD_NUMBER: _ClassVar[int]
     REVIEWS_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    OPENED_AT_FIELD_NUMBER: _ClassVar[int]
+    FILES_FIELD_NUMBER: _ClassVar[int]
     number: int
     route: str
     head_sha: str
@@ -158,7 +183,10 @@ class PullRequest(_message.Message):
     merge_sha: str
     merged_by: str
     reviews: _containers.RepeatedCompositeFieldContainer[Review]
-    def __init__(self, number: _Optional[int] = ..., route: _Optional[str] = ..., head_sha: _Optional[str] = ..., base_ref: _Optional[str] = ..., title: _Optional[str] = ..., author: _Optional[str] = ..., state: _Optional[str] = ..., merge_sha: _Optional[str] = ..., merged_by: _Optional[str] = ..., reviews: _Optional[_Iterable[_Union[Review, _Mapping]]] = ...) -> None: ...
+    body: str
+    opened_at: _timestamp_pb2.Timestamp
+    files: _containers.RepeatedCompositeFieldContainer[ChangedFile]
+    def __init__(self, number: _Optional[int] = ..., route: _Optional[str] = ..., head_sha: _Optional[str] = ..., base_ref: _Optional[str] = ..., title: _Optional[str] = ..., author: _Optional[str] = ..., state: _Optional[str] = ..., merge_sha: _Optional[str] = ..., merged_by: _Optional[str] = ..., reviews: _Optional[_Iterable[_Union[Review, _Mapping]]] = ..., body: _Optional[str] = ..., opened_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., files: _Optional[_Iterable[_Union[ChangedFile, _Mapping]]] = ...) -> None: ...
 
 class ReviewRequest(_message.Message):
     __slots__ = ("number", "verdict", "body")

@@ -85,6 +85,11 @@ class IngestStub:
                 request_serializer=kernelboard_dot_v1_dot_ingest__pb2.OpenPullRequestRequest.SerializeToString,
                 response_deserializer=kernelboard_dot_v1_dot_ingest__pb2.PullRequest.FromString,
                 _registered_method=True)
+        self.GetPullRequest = channel.unary_unary(
+                '/kernelboard.v1.Ingest/GetPullRequest',
+                request_serializer=kernelboard_dot_v1_dot_ingest__pb2.GetPullRequestRequest.SerializeToString,
+                response_deserializer=kernelboard_dot_v1_dot_ingest__pb2.PullRequest.FromString,
+                _registered_method=True)
         self.Review = channel.unary_unary(
                 '/kernelboard.v1.Ingest/Review',
                 request_serializer=kernelboard_dot_v1_dot_ingest__pb2.ReviewRequest.SerializeToString,
@@ -258,15 +263,26 @@ class IngestServicer:
         """A pull request from a route into main.
         Statuses: INVALID_ARGUMENT (a bad route name or title), NOT_FOUND, PERMISSION_DENIED, FAILED_PRECONDITION
         (nothing to merge)
-        Limits: title at most 200 characters (INVALID_ARGUMENT "title is N characters, over the limit of 200").
+        Limits: title at most 200 characters (INVALID_ARGUMENT "title is N characters, over the limit of 200"), body
+        at most 20,000 characters.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetPullRequest(self, request, context):
+        """One pull request with its body, reviews and the files its route changes against main (a diff stat).
+        Statuses: INVALID_ARGUMENT (a bad number), NOT_FOUND
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Review(self, request, context):
-        """A review of an open pull request, by anyone signed in.
-        Statuses: INVALID_ARGUMENT (a bad number, verdict or body), NOT_FOUND, FAILED_PRECONDITION (not open)
+        """A review of an open pull request, by anyone signed in; its author (and the person it acts for, and that
+        person's agents) may comment on it but not approve it or request changes (contracts/access.py).
+        Statuses: INVALID_ARGUMENT (a bad number, verdict or body), NOT_FOUND, PERMISSION_DENIED, FAILED_PRECONDITION
+        (not open)
         Limits: body at most 65,536 characters (INVALID_ARGUMENT "body is N characters, over the limit of 65536").
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -442,6 +458,11 @@ def add_IngestServicer_to_server(servicer, server):
             'OpenPullRequest': grpc.unary_unary_rpc_method_handler(
                     servicer.OpenPullRequest,
                     request_deserializer=kernelboard_dot_v1_dot_ingest__pb2.OpenPullRequestRequest.FromString,
+                    response_serializer=kernelboard_dot_v1_dot_ingest__pb2.PullRequest.SerializeToString,
+            ),
+            'GetPullRequest': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetPullRequest,
+                    request_deserializer=kernelboard_dot_v1_dot_ingest__pb2.GetPullRequestRequest.FromString,
                     response_serializer=kernelboard_dot_v1_dot_ingest__pb2.PullRequest.SerializeToString,
             ),
             'Review': grpc.unary_unary_rpc_method_handler(
@@ -773,6 +794,33 @@ class Ingest:
             target,
             '/kernelboard.v1.Ingest/OpenPullRequest',
             kernelboard_dot_v1_dot_ingest__pb2.OpenPullRequestRequest.SerializeToString,
+            kernelboard_dot_v1_dot_ingest__pb2.PullRequest.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetPullRequest(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kernelboard.v1.Ingest/GetPullRequest',
+            kernelboard_dot_v1_dot_ingest__pb2.GetPullRequestRequest.SerializeToString,
             kernelboard_dot_v1_dot_ingest__pb2.PullRequest.FromString,
             options,
             channel_credentials,
