@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import eventgen  # noqa: E402
 
-from services.board import projection, views  # noqa: E402
+from services.board import codec, projection, views  # noqa: E402
 
 
 def main() -> None:
@@ -45,7 +45,7 @@ def main() -> None:
         elapsed, cpu = time.perf_counter() - started, time.process_time() - started_cpu
         rates.append(args.events / elapsed)
         cpu_rates.append(args.events / cpu)
-        digests.add(hashlib.sha256(projection.state_to_json(state)).hexdigest())
+        digests.add(hashlib.sha256(codec.state_to_json(state)).hexdigest())
         del state
     assert len(digests) == 1, f"the same log folded to different states: {digests}"
 
@@ -54,7 +54,7 @@ def main() -> None:
     newest = views.board_view(state, state.boards[projection.newest_version(state)])
     view_ms = (time.perf_counter() - started) * 1000
     started = time.perf_counter()
-    rows = projection.state_rows(state)
+    rows = codec.state_rows(state)
     serialize_s = time.perf_counter() - started
     print(
         json.dumps(

@@ -1,6 +1,6 @@
 """PostgreSQL adapter: the projection's rows and its checkpoint (migrations/0400), always written together."""
 
-from services.board import projection
+from services.board import codec
 from services.board.projection import State
 
 
@@ -13,8 +13,8 @@ async def load(conn) -> State | None:
     boards = [row["state"] for row in rows if row["route"] == ""]
     routes = [(row["version"], row["route"], row["state"]) for row in rows if row["route"] != ""]
     try:
-        return projection.state_from_json(checkpoint["globals"], boards, routes)
-    except projection.StaleProjection:
+        return codec.state_from_json(checkpoint["globals"], boards, routes)
+    except codec.StaleProjection:
         return None
 
 
@@ -24,8 +24,8 @@ async def stored_position(conn) -> int:
 
 async def write_changes(conn, state: State) -> None:
     """The rows the fold touched since the last write, and the checkpoint; call inside the caller's transaction."""
-    rows = [(v, "", projection.board_to_json(state.boards[v])) for v in sorted(state.touched_boards)]
-    rows += [(v, r, projection.route_to_json(state.boards[v].routes[r])) for v, r in sorted(state.touched_routes)]
+    rows = [(v, "", codec.board_to_json(state.boards[v])) for v in sorted(state.touched_boards)]
+    rows += [(v, r, codec.route_to_json(state.boards[v].routes[r])) for v, r in sorted(state.touched_routes)]
     if rows:
         await conn.executemany(
             "INSERT INTO board_rows (version, route, state) VALUES ($1, $2, $3)"
@@ -39,7 +39,7 @@ async def write_changes(conn, state: State) -> None:
 
 async def replace(conn, state: State) -> None:
     """Every row replaced by ``state``'s (a rebuild, or a live write that was lost); inside a transaction."""
-    globals_json, boards, routes = projection.state_rows(state)
+    globals_json, boards, routes = codec.state_rows(state)
     records = [(v, "", data) for v, data in zip(sorted(state.boards), boards, strict=True)] + routes
     await conn.execute("DELETE FROM board_rows")
     await conn.copy_records_to_table("board_rows", records=records, columns=("version", "route", "state"))
@@ -53,5 +53,5 @@ async def _write_checkpoint(conn, state: State, globals_json: bytes | None = Non
         "INSERT INTO board_checkpoint (singleton, position, globals) VALUES (true, $1, $2)"
         " ON CONFLICT (singleton) DO UPDATE SET position = excluded.position, globals = excluded.globals",
         state.position,
-        globals_json if globals_json is not None else projection.globals_to_json(state),
+        globals_json if globals_json is not None else codec.globals_to_json(state),
     )

@@ -2,7 +2,7 @@
 
 from kernelboard.v1 import events_pb2
 
-from services.board import projection, views
+from services.board import codec, projection, views
 
 from .board_events import DAY_NS, START_NS, check, envelope, report, rules, rules_json
 
@@ -214,4 +214,4 @@ def test_issues_comments_and_joining_keep_the_header_counts():
     head = projection.header(state, state.boards[1])
     assert (head.agents_in_all, head.agents_at_work, head.routes) == (1, 1, 1)
     assert state.agents == {"erin/bot"}
-    assert projection.state_to_json(projection.fold(events)) == projection.state_to_json(state)
+    assert codec.state_to_json(projection.fold(events)) == codec.state_to_json(state)

@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kernelboard.v1 import events_pb2
 
-from services.board import projection, views
+from services.board import codec, projection, views
 from services.board.projection import FAILED_CHECK, REPORTED_BY_MAINTAINER, VERIFIED
 
 from .board_events import DAY_NS, START_NS, check, envelope, report, rules
@@ -100,7 +100,7 @@ def build_log(steps, holes):
 def snapshot(state):
     """Everything a reader can see: the state's canonical bytes and every board's view, canonically serialized."""
     boards = {v: views.canonical(views.board_view(state, state.boards[v])) for v in sorted(state.boards)}
-    return projection.state_to_json(state), boards
+    return codec.state_to_json(state), boards
 
 
 logs = st.builds(
@@ -115,22 +115,22 @@ class Store:
     written after each delivery."""
 
     def __init__(self):
-        self.globals = projection.globals_to_json(projection.State())
+        self.globals = codec.globals_to_json(projection.State())
         self.boards: dict[int, bytes] = {}
         self.routes: dict[tuple[int, str], bytes] = {}
 
     def persist(self, state):
         for version in state.touched_boards:
-            self.boards[version] = projection.board_to_json(state.boards[version])
+            self.boards[version] = codec.board_to_json(state.boards[version])
         for version, route in state.touched_routes:
-            self.routes[version, route] = projection.route_to_json(state.boards[version].routes[route])
+            self.routes[version, route] = codec.route_to_json(state.boards[version].routes[route])
         state.touched_boards.clear()
         state.touched_routes.clear()
-        self.globals = projection.globals_to_json(state)
+        self.globals = codec.globals_to_json(state)
 
     def load(self):
         routes = [(version, route, data) for (version, route), data in self.routes.items()]
-        return projection.state_from_json(self.globals, self.boards.values(), routes)
+        return codec.state_from_json(self.globals, self.boards.values(), routes)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

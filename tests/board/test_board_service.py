@@ -5,7 +5,7 @@ import asyncio
 import pytest
 from kernelboard.v1 import events_pb2
 
-from services.board import projection, store, views
+from services.board import codec, projection, store, views
 from services.board.projector import Projector
 from services.common.eventlog import EventLog
 
@@ -23,7 +23,7 @@ async def stored_state(log: EventLog):
 
 def canonical(state) -> tuple[bytes, dict[int, bytes]]:
     boards = {v: views.canonical(views.board_view(state, state.boards[v])) for v in sorted(state.boards)}
-    return projection.state_to_json(state), boards
+    return codec.state_to_json(state), boards
 
 
 async def test_start_folds_the_log_and_stores_it_then_a_restart_resumes_from_the_checkpoint(fresh_log):
