@@ -6,8 +6,9 @@ imports it on the GPU machine, which has none of the services' dependencies.
   outside any user namespace (a uid inside a user namespace started by root maps back to root), every capability
   dropped, no_new_privs, killed with its parent;
 - inside bubblewrap: read-only host, no network, its own PID/IPC/UTS namespaces, /tmp and /dev/shm size-capped
-  tmpfs (its only writable places: the disk cap, each), the hidden directories covered by empty tmpfs and what it
-  needs bound back read-only, the GPU device nodes bound in when /dev/nvidia* exist;
+  tmpfs (its only writable places: the disk cap, each), the hidden directories covered by empty tmpfs, what it
+  needs bound back read-only and a hidden directory inside that covered again (one plan for both sandboxes:
+  services/common/mounts.py), the GPU device nodes bound in when /dev/nvidia* exist;
 - in a cgroup of its own (v2 where the unified hierarchy has the memory and pids controllers, else v1's memory and
   pids hierarchies) capping memory and processes, and under rlimits for what cgroups do not cap (file size, CPU
   time, open files, core files) and as the fallback where no cgroup can be made (process count, and memory: the

@@ -72,6 +72,7 @@ class Unconfinable(LookupError):
         super().__init__(
             "this layout cannot be confined: "
             + "; ".join(reasons)
-            + " (move the checkout, its Python or KB_HOME so that none holds another)"
+            + " (a folder that must stay hidden, KB_HOME, the metrics file's or the kb sign-in's, holds code that runs:"
+            " move one of them)"
         )
         self.reasons = reasons

@@ -30,9 +30,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from services.common.logs import get_logger
+from services.common.mounts import MountPlan, Unconfinable, existing, mount_plan
 
 SETUP_SCRIPT = Path(__file__).with_name("sandbox_setup.sh")
 INNER_ROOT = "/var/tmp"  # where the box appears inside the namespaces
+# Covered by empty tmpfs in every sandbox, besides the box on INNER_ROOT: the host's sockets and other processes' files.
+COVERED = ("/tmp", "/run", "/dev/shm")
 UNSHARE = ("unshare", "--net", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc")
 OUTPUT_TAIL_BYTES = 8000
 MAX_FILE_BYTES = 4 * 1024**3
@@ -53,7 +56,7 @@ def isolation_available() -> bool:
     box = Path(tempfile.mkdtemp(prefix="kb-sandbox-probe-"))
     try:
         (box / "work").mkdir()
-        command = [*UNSHARE, "bash", str(SETUP_SCRIPT), str(box), INNER_ROOT, "--", "true"]
+        command = [*UNSHARE, "bash", str(SETUP_SCRIPT), str(box), INNER_ROOT, *COVERED, "--", "true"]
         done = subprocess.run(command, capture_output=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
         return False
@@ -155,9 +158,25 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
+def setup_arguments(plan: MountPlan) -> list[str]:
+    """sandbox_setup.sh's arguments for ``plan``: its covers (the box covers INNER_ROOT), +bind-backs, ^re-covers."""
+    covers = [path for path in plan.covers if path != INNER_ROOT]
+    return [*covers, *(f"+{path}" for path in plan.bind_backs), *(f"^{path}" for path in plan.recovers)]
+
+
+def planned_mounts(config: SandboxConfig) -> MountPlan:
+    """The mounts of ``config``'s runs; a layout they cannot confine is refused before any (Unconfinable, naming the
+    path): the verifier does not start on it."""
+    plan = mount_plan([INNER_ROOT, *COVERED], existing(config.hidden, os.path.isdir), existing(config.visible))
+    if config.isolate and plan.unconfinable:
+        raise Unconfinable(plan.unconfinable)
+    return plan
+
+
 class Sandbox:
     def __init__(self, config: SandboxConfig):
         self.config = config
+        self.mounts = planned_mounts(config)
         if not config.isolate:
             log.warning("network not isolated: unshare is unavailable, checks run without namespaces")
 
@@ -184,8 +203,7 @@ class Sandbox:
                 str(SETUP_SCRIPT),
                 str(box.path),
                 box.inner,
-                *self.config.hidden,
-                *(f"+{path}" for path in self.config.visible),
+                *setup_arguments(self.mounts),
                 "--",
                 *command,
             ]
@@ -270,7 +288,7 @@ def job_batch_script(
         'bash -c "$setup" kb-sandbox-setup',
         q(str(box)),
         q(INNER_ROOT),
-        *(q(path) for path in hidden),
+        *(q(path) for path in setup_arguments(mount_plan([INNER_ROOT, *COVERED], list(hidden), []))),
         "--",
         '/bin/sh -c \'cd "$1" && shift && exec "$@"\' kb-job',
         q(inner_dir),

@@ -2,59 +2,61 @@
 # Runs inside fresh network, mount and PID namespaces (unshare --net --mount --pid --fork --mount-proc), as root,
 # before the check script: the check's box becomes its only writable place and everything that could reach the
 # deployment is hidden.
-#   sandbox_setup.sh BOX INNER [HIDDEN_DIR ...] [+VISIBLE_DIR ...] -- COMMAND ...
-# BOX (the host directory of this check) is mounted at INNER; every other mount turns read-only; /tmp, /run,
-# /dev/shm and each HIDDEN_DIR (KB_HOME, credentials) are covered by empty tmpfs (unix sockets such as PostgreSQL's
-# live there); each VISIBLE_DIR (the Python and the project the check runs on) that lay under a covered directory is
-# put back read-only, and a hidden directory inside it covered again; then COMMAND runs in INNER/work with every
-# capability dropped but those its harness needs to confine route code further (see the end).
+#   sandbox_setup.sh BOX INNER [COVER ...] [+BIND_BACK ...] [^RECOVER ...] -- COMMAND ...
+# The lists are a mount plan decided in Python (services/common/mounts.py, mount_plan; this script decides nothing):
+# BOX (the host directory of this check) is mounted at INNER; every other mount turns read-only; each COVER (/tmp,
+# /run, /dev/shm, KB_HOME, credentials: unix sockets such as PostgreSQL's live there) is covered by empty tmpfs; each
+# BIND_BACK (the Python and the project the check runs on, where a cover or the box took them away) is put back
+# read-only on top; then each RECOVER (a covered directory inside a bind-back, which brought it back) is covered
+# again; then COMMAND runs in INNER/work with every capability dropped but those its harness needs to confine route
+# code further (see the end).
 set -euo pipefail
 box="$1" inner="$2"
 shift 2
-hidden=(/tmp /run /dev/shm)
-visible=()
+covers=() bind_backs=() recovers=()
 while [[ $# -gt 0 && "$1" != "--" ]]; do
     case "$1" in
-    +*) visible+=("${1#+}") ;;
-    *) hidden+=("$1") ;;
+    +*) bind_backs+=("${1#+}") ;;
+    ^*) recovers+=("${1#^}") ;;
+    *) covers+=("$1") ;;
     esac
     shift
 done
 shift
 
-under() { [[ "$1" == "$2" || "$1" == "$2"/* ]]; } # under PATH DIR: PATH is DIR or inside it
-hide() { [[ -d "$1" ]] && mount -t tmpfs -o size=512m,mode=1777,nosuid,nodev tmpfs "$1"; }
+cover() { mount -t tmpfs -o size=512m,mode=1777,nosuid,nodev tmpfs "$1"; }
+hide() { [[ -d "$1" ]] && cover "$1"; }
 
 mount --make-rprivate /
-mount --bind "$box" "$inner"
-# A visible directory that a tmpfs is about to cover is parked in the box first, then moved back on top of it.
-parked=()
-for dir in "${visible[@]}"; do
-    for cover in "${hidden[@]}"; do
-        if [[ -d "$dir" ]] && under "$dir" "$cover"; then
-            spot="$inner/.visible/${#parked[@]}"
-            mkdir -p "$spot"
-            mount --bind "$dir" "$spot"
-            parked+=("$dir")
-            break
-        fi
-    done
+# Each bind-back is parked in the box before the box or a tmpfs covers it, and moved back on top of them at the end.
+# From the box's host path (this shell's directory, still reached once the box covers INNER: a checkout under INNER
+# lies there), the parked mounts go with the box to INNER and leave the host path.
+cd "$box"
+for i in "${!bind_backs[@]}"; do
+    mkdir -p ".visible/$i"
+    mount --bind "${bind_backs[$i]}" ".visible/$i"
 done
+mount --rbind "$box" "$inner"
+for i in "${!bind_backs[@]}"; do
+    umount ".visible/$i"
+done
+cd /
 awk '{print $5}' /proc/self/mountinfo | sort -u | while read -r mount_point; do
     case "$mount_point" in /proc | /proc/* | /sys | /sys/* | /dev | /dev/*) continue ;; esac
     mount -o remount,bind,ro "$mount_point" 2>/dev/null || true
 done
-for dir in "${hidden[@]}"; do
+for dir in "${covers[@]}"; do
     hide "$dir" || true
 done
-for i in "${!parked[@]}"; do
-    mkdir -p "${parked[$i]}"
-    mount --move "$inner/.visible/$i" "${parked[$i]}"
-    for dir in "${hidden[@]}"; do
-        if under "$dir" "${parked[$i]}" && [[ "$dir" != "${parked[$i]}" ]]; then hide "$dir" || true; fi
-    done
-done
 mount -o remount,bind,rw,nosuid,nodev "$inner"
+for i in "${!bind_backs[@]}"; do
+    mkdir -p "${bind_backs[$i]}"
+    mount --move "$inner/.visible/$i" "${bind_backs[$i]}"
+done
+[[ ${#bind_backs[@]} -eq 0 ]] || rmdir "$inner/.visible"/* "$inner/.visible"
+for dir in "${recovers[@]}"; do
+    cover "$dir" # it lies in a bind-back, so it is there: if it cannot be covered, nothing runs
+done
 cd "$inner/work"
 # The check script is the rules commit's (approved by maintainers) and its harness is this installation's: it keeps
 # what it needs to confine the route's code in turn (bubblewrap's namespaces and mounts, the drop to the job user, its

@@ -24,7 +24,14 @@ from services.common import metrics
 from services.common.config import ServerConfig, Settings
 from services.common.eventlog import EventLog
 from services.common.logs import bind_ids, configure_logging, get_logger
-from services.common.sandbox import Box, Sandbox, SandboxConfig, isolation_available, read_result_file
+from services.common.sandbox import (
+    Box,
+    Sandbox,
+    SandboxConfig,
+    isolation_available,
+    planned_mounts,
+    read_result_file,
+)
 from services.verifier import domain
 from services.verifier.domain import CheckItem, RunOutcome, Verdict
 from services.verifier.hostedrepo import HostedRepoReader, RepoError
@@ -65,13 +72,15 @@ class WorkerConfig:
         isolate = env.get("KB_VERIFIER_ISOLATION", "auto")
         if isolate not in ("auto", "off"):
             raise ValueError(f"KB_VERIFIER_ISOLATION must be auto or off, not {isolate!r}")
+        sandbox = SandboxConfig(
+            root=Path(env.get("KB_VERIFIER_SANDBOX_DIR", str(settings.home / "verifier" / "sandboxes"))),
+            isolate=isolate == "auto" and isolation_available(),
+            hidden=tuple(hidden),
+        )
+        planned_mounts(sandbox)  # a layout checks cannot be confined in: refused here, before the verifier starts
         return cls(
             git_dir=settings.home / "repo.git",
-            sandbox=SandboxConfig(
-                root=Path(env.get("KB_VERIFIER_SANDBOX_DIR", str(settings.home / "verifier" / "sandboxes"))),
-                isolate=isolate == "auto" and isolation_available(),
-                hidden=tuple(hidden),
-            ),
+            sandbox=sandbox,
             slots=tuple(detect_slots(env)),
             lease_s=float(env.get("KB_VERIFIER_LEASE_S", "60")),
             poll_s=float(env.get("KB_VERIFIER_POLL_S", "2")),

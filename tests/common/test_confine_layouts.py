@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from services.common.confine import Caps, Confinement, job_ids, usable_bwrap
+from services.common.mounts import Unconfinable, mount_plan
+from services.common.sandbox import Sandbox, SandboxConfig, isolation_available
 
 COVERED = ("/root", "/tmp", "/var/tmp")
 TOKEN = "token-contents-never-seen"
@@ -75,3 +77,45 @@ def test_the_candidate_never_sees_kb_home_inside_its_bound_back_checkout(checkou
         confinement.close()
     assert done.returncode == 0, done.stderr
     assert_hidden(done.stdout)
+
+
+@pytest.mark.skipif(not isolation_available(), reason="needs unshare (root or user namespaces)")
+async def test_the_check_never_sees_kb_home_inside_its_bound_back_checkout(checkout, tmp_path):
+    """The check runs as root with DAC override kept for its harness: only an absent file is out of its reach."""
+    config = SandboxConfig(
+        root=tmp_path / "boxes", isolate=True, hidden=(str(checkout / ".state"),), visible=(str(checkout),)
+    )
+    sandbox = Sandbox(config)
+    box = sandbox.make_box("layout")
+    outcome = await sandbox.run(box, ["sh", "-c", probe(checkout)], {"PATH": "/usr/bin:/bin"}, time_limit_s=30)
+    assert outcome.exit_code == 0, outcome.output_tail
+    assert_hidden(outcome.output_tail)
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or job_ids() is None or usable_bwrap()[0] is None,
+    reason="needs root, the job user kb-job and bubblewrap (make up / .ci/run provide them)",
+)
+def test_a_candidate_whose_code_lies_inside_a_hidden_directory_is_refused_naming_it(checkout):
+    with pytest.raises(Unconfinable, match=f"{checkout}/kernels is kept visible to run but lies inside {checkout}"):
+        Confinement.prepare(Caps(), name="kb-layout-test", hidden=[str(checkout)], visible=[str(checkout / "kernels")])
+
+
+def test_the_plan_covers_again_every_hidden_directory_inside_what_it_binds_back():
+    plan = mount_plan(
+        ["/root", "/tmp"],
+        hidden=["/root/kb/.state", "/srv/secrets", "/tmp/ci/kb/.state", "/root/.config/kernelboard"],
+        visible=["/root/kb", "/root/kb/.venv", "/tmp/ci/kb", "/usr"],
+    )
+    assert plan.covers == ("/root", "/tmp", "/srv/secrets")
+    assert plan.bind_backs == ("/root/kb", "/tmp/ci/kb")
+    assert plan.recovers == ("/root/kb/.state", "/tmp/ci/kb/.state")
+    assert plan.unconfinable == ()
+
+
+def test_the_plan_names_what_cannot_be_shown_without_showing_what_is_hidden():
+    plan = mount_plan(["/root", "/tmp"], hidden=["/srv/kb"], visible=["/srv/kb/code", "/tmp"])
+    assert plan.unconfinable == (
+        "/tmp is kept visible to run and is covered too",
+        "/srv/kb/code is kept visible to run but lies inside /srv/kb, which must stay hidden",
+    )

@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 from kernelboard.v1 import events_pb2
 
+from services.common.config import Settings
 from services.common.eventlog import NewEvent
-from services.common.sandbox import Sandbox, SandboxConfig, isolation_available
+from services.common.mounts import Unconfinable
+from services.common.sandbox import Sandbox, SandboxConfig, isolation_available, needed_by_checks
 from services.verifier.intake import Intake
 from services.verifier.worker import Worker, WorkerConfig
 from tests.verifier.conftest import (
@@ -240,3 +242,11 @@ async def test_a_check_can_share_an_output_as_large_as_the_benchmarks_largest_th
     over = "import os; fd = os.memfd_create('out'); os.ftruncate(fd, 64 << 30)"
     outcome = await sandbox.run(box, [sys.executable, "-c", over], {"PATH": os.environ["PATH"]}, time_limit_s=30)
     assert outcome.exit_code != 0 and "File too large" in outcome.output_tail, outcome.output_tail
+
+
+def test_the_verifier_refuses_to_start_where_kb_home_holds_the_project_its_checks_run(tmp_path):
+    """Its checks could not see the project without seeing KB_HOME: it names the path rather than running them."""
+    project = Path(needed_by_checks()[-1])
+    env = {"KB_VERIFIER_SANDBOX_DIR": str(tmp_path), "KB_VERIFIER_DEVICE": "cpu"}
+    with pytest.raises(Unconfinable, match=f"{project} is kept visible to run but lies inside {project.parent}"):
+        WorkerConfig.from_env(Settings(home=project.parent), env)
