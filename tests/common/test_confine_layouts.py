@@ -6,6 +6,7 @@ check's sandbox (unshare and sandbox_setup.sh)."""
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -119,3 +120,35 @@ def test_the_plan_names_what_cannot_be_shown_without_showing_what_is_hidden():
         "/tmp is kept visible to run and is covered too",
         "/srv/kb/code is kept visible to run but lies inside /srv/kb, which must stay hidden",
     )
+
+
+CONFINED_INSIDE = """
+import subprocess, sys
+from services.common.confine import Caps, Confinement
+confinement = Confinement.prepare(Caps(), name="kb-layout-nested", visible=[sys.argv[1]])
+try:
+    done = subprocess.run(confinement.command(["sh", "-c", sys.argv[2]]), capture_output=True, text=True, timeout=60)
+finally:
+    confinement.close()
+print(done.stdout, done.stderr)
+"""
+
+
+@pytest.mark.skipif(
+    not isolation_available() or os.geteuid() != 0 or job_ids() is None or usable_bwrap()[0] is None,
+    reason="needs unshare, root, the job user kb-job and bubblewrap (make up / .ci/run provide them)",
+)
+async def test_route_code_confined_inside_a_check_never_sees_kb_home(checkout, tmp_path):
+    """Both layers stacked as on the service path: the check's harness does not know KB_HOME (the check's environment
+    does not name it); its candidate binds the checkout back from the check's view, where KB_HOME is covered."""
+    project = str(Path(__file__).resolve().parents[2])
+    config = SandboxConfig(
+        root=tmp_path / "boxes", isolate=True, hidden=(str(checkout / ".state"),), visible=(str(checkout), project)
+    )
+    sandbox = Sandbox(config)
+    box = sandbox.make_box("nested")
+    command = [sys.executable, "-c", CONFINED_INSIDE, str(checkout), probe(checkout)]
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": project}
+    outcome = await sandbox.run(box, command, env, time_limit_s=60)
+    assert outcome.exit_code == 0, outcome.output_tail
+    assert_hidden(outcome.output_tail)
