@@ -13,47 +13,96 @@ import triton
 import triton.language as tl
 
 try:
-    from .launch import Graphs, cdiv, launch  # imported as kernels.triton.<problem>
+    from .launch import Graphs, cdiv, launch, num_sms  # imported as kernels.triton.<problem>
 except ImportError:  # loaded as a file by the harness, with the route directory on sys.path
-    from launch import Graphs, cdiv, launch
+    from launch import Graphs, cdiv, launch, num_sms
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 _IGNORE_INDEX = -100
 
+
+def _persist(rows, warps, programs_per_sm, stages):
+    return {
+        "mode": "persistent", "BLOCK_R": rows, "BLOCK_C": 4096, "num_warps": warps,
+        "programs_per_sm": programs_per_sm, "stages": stages,
+    }  # fmt: skip
+
+
 VARIANTS = {
     "default": {"BLOCK_R": 2, "BLOCK_C": 4096, "num_warps": 8},
+    "persist_r1_w4_p4_s3": _persist(1, 4, 4, 3),
+    "persist_r1_w8_p2_s3": _persist(1, 8, 2, 3),
+    "persist_r2_w8_p2_s2": _persist(2, 8, 2, 2),
+    "persist_r2_w8_p1_s3": _persist(2, 8, 1, 3),
+    "persist_r1_w4_p8_s2": _persist(1, 4, 8, 2),
+    "persist_r4_w16_p1_s2": _persist(4, 16, 1, 2),
     "r1_c4096_w8": {"BLOCK_R": 1, "BLOCK_C": 4096, "num_warps": 8},
     "r2_c4096_w4": {"BLOCK_R": 2, "BLOCK_C": 4096, "num_warps": 4},
     "r4_c4096_w16": {"BLOCK_R": 4, "BLOCK_C": 4096, "num_warps": 16},
     "r1_c2048_w4": {"BLOCK_R": 1, "BLOCK_C": 2048, "num_warps": 4},
     "interpret": {"BLOCK_R": 4, "BLOCK_C": 32, "num_warps": 4},
+    "interpret_persistent": {**_persist(2, 4, 3, 2), "BLOCK_C": 32},
 }
 
 
 @triton.jit
-def _cross_entropy_partials(
-    x_ptr, target_ptr, loss_ptr, count_ptr, rows, cols, ignore_index, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr
-):
-    pid = tl.program_id(0)
-    r = pid.to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
-    row_mask = r < rows
-    row_max = tl.full([BLOCK_R], float("-inf"), dtype=tl.float32)
-    row_sum = tl.zeros([BLOCK_R], dtype=tl.float32)
-    for start in range(0, cols, BLOCK_C):
-        c = start + tl.arange(0, BLOCK_C)
+def _row_losses(x_ptr, target_ptr, r, row_mask, cols, ignore_index, BLOCK_C: tl.constexpr, WHOLE: tl.constexpr):
+    """Each row's loss (0 where not counted) and whether it is counted; WHOLE: a row fits one tile (no class loop,
+    so that the caller's row loop is the innermost loop, the one Triton pipelines)."""
+    if WHOLE:
+        c = tl.arange(0, BLOCK_C)
         mask = row_mask[:, None] & (c < cols)[None, :]
         x = tl.load(x_ptr + r[:, None] * cols + c[None, :], mask=mask, other=float("-inf"))
-        new_max = tl.maximum(row_max, tl.max(x, axis=1))
-        # rows past the end stay all -inf; keep their arithmetic finite, they are dropped below
-        safe_max = tl.where(new_max == float("-inf"), 0.0, new_max)
-        row_sum = row_sum * tl.exp(row_max - safe_max) + tl.sum(tl.exp(x - safe_max[:, None]), axis=1)
-        row_max = new_max
+        row_max = tl.max(x, axis=1)
+        safe_max = tl.where(row_max == float("-inf"), 0.0, row_max)
+        row_sum = tl.sum(tl.exp(x - safe_max[:, None]), axis=1)
+    else:
+        row_max = tl.full(r.shape, float("-inf"), dtype=tl.float32)
+        row_sum = tl.zeros(r.shape, dtype=tl.float32)
+        for start in range(0, cols, BLOCK_C):
+            c = start + tl.arange(0, BLOCK_C)
+            mask = row_mask[:, None] & (c < cols)[None, :]
+            x = tl.load(x_ptr + r[:, None] * cols + c[None, :], mask=mask, other=float("-inf"))
+            new_max = tl.maximum(row_max, tl.max(x, axis=1))
+            safe_max = tl.where(new_max == float("-inf"), 0.0, new_max)
+            row_sum = row_sum * tl.exp(row_max - safe_max) + tl.sum(tl.exp(x - safe_max[:, None]), axis=1)
+            row_max = new_max
     target = tl.load(target_ptr + r, mask=row_mask, other=ignore_index)
     counted = row_mask & (target != ignore_index)
     picked = tl.load(x_ptr + r * cols + tl.where(counted, target, 0), mask=counted, other=0.0)
-    loss = tl.where(counted, row_max + tl.log(row_sum) - picked, 0.0)
+    return tl.where(counted, row_max + tl.log(row_sum) - picked, 0.0), counted
+
+
+@triton.jit
+def _cross_entropy_partials(
+    x_ptr, target_ptr, loss_ptr, count_ptr, rows, cols, ignore_index,
+    BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, WHOLE: tl.constexpr,
+):  # fmt: skip
+    pid = tl.program_id(0)
+    r = pid.to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
+    loss, counted = _row_losses(x_ptr, target_ptr, r, r < rows, cols, ignore_index, BLOCK_C, WHOLE)
     tl.store(loss_ptr + pid, tl.sum(loss, axis=0))
     tl.store(count_ptr + pid, tl.sum(counted.to(tl.float32), axis=0))
+
+
+@triton.jit
+def _cross_entropy_persistent(
+    x_ptr, target_ptr, loss_ptr, count_ptr, rows, cols, ignore_index,
+    BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, WHOLE: tl.constexpr, STAGES: tl.constexpr,
+):  # fmt: skip
+    # A grid of a few programs per SM, each walking bands of rows; the loads of the next bands are issued while this
+    # one is reduced (the row loop is software-pipelined STAGES deep), so HBM never waits for a program to start.
+    pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
+    loss_acc = tl.zeros([BLOCK_R], dtype=tl.float32)
+    count_acc = tl.zeros([BLOCK_R], dtype=tl.float32)
+    for band in tl.range(pid, tl.cdiv(rows, BLOCK_R), nprog, num_stages=STAGES):
+        r = tl.cast(band, tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
+        loss, counted = _row_losses(x_ptr, target_ptr, r, r < rows, cols, ignore_index, BLOCK_C, WHOLE)
+        loss_acc += loss
+        count_acc += counted.to(tl.float32)
+    tl.store(loss_ptr + pid, tl.sum(loss_acc, axis=0))
+    tl.store(count_ptr + pid, tl.sum(count_acc, axis=0))
 
 
 @triton.jit
@@ -77,16 +126,26 @@ def cross_entropy(predictions: torch.Tensor, targets: torch.Tensor, variant: str
     x, t = predictions.contiguous(), targets.contiguous()
     rows, cols = x.shape
     cfg = VARIANTS[variant or ("interpret" if _INTERPRET else "default")]
-    programs = cdiv(rows, cfg["BLOCK_R"])
+    bands = cdiv(rows, cfg["BLOCK_R"])
+    persistent = cfg.get("mode") == "persistent"
+    programs = min(bands, num_sms(x.device) * cfg["programs_per_sm"]) if persistent else bands
     out = torch.empty((), device=x.device, dtype=torch.float32)
 
     def body():
         losses = torch.empty(programs, device=x.device, dtype=torch.float32)
         counts = torch.empty(programs, device=x.device, dtype=torch.float32)
-        launch(
-            _cross_entropy_partials, (programs,), x, t, losses, counts, rows, cols, _IGNORE_INDEX,
-            BLOCK_R=cfg["BLOCK_R"], BLOCK_C=cfg["BLOCK_C"], num_warps=cfg["num_warps"],
-        )  # fmt: skip
+        if persistent:
+            launch(
+                _cross_entropy_persistent, (programs,), x, t, losses, counts, rows, cols, _IGNORE_INDEX,
+                BLOCK_R=cfg["BLOCK_R"], BLOCK_C=cfg["BLOCK_C"], WHOLE=cols <= cfg["BLOCK_C"], STAGES=cfg["stages"],
+                num_warps=cfg["num_warps"],
+            )  # fmt: skip
+        else:
+            launch(
+                _cross_entropy_partials, (programs,), x, t, losses, counts, rows, cols, _IGNORE_INDEX,
+                BLOCK_R=cfg["BLOCK_R"], BLOCK_C=cfg["BLOCK_C"], WHOLE=cols <= cfg["BLOCK_C"],
+                num_warps=cfg["num_warps"],
+            )  # fmt: skip
         launch(_finish_ratio, (1,), losses, counts, out, programs, BLOCK=1024, num_warps=4)
 
     _GRAPHS.run(body, (x, t, out), (variant,))

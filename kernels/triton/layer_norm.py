@@ -38,14 +38,31 @@ def _coop(mode, slice_len, block, warps, programs_per_sm, prefetch=False):
     }  # fmt: skip
 
 
+def _fused(chunk, warps, programs_per_sm, keep_mb, stages=1, hints=True):
+    return {
+        "mode": "fused", "CHUNK": chunk, "num_warps": warps, "programs_per_sm": programs_per_sm, "keep_mb": keep_mb,
+        "stages": stages, "hints": hints,
+    }  # fmt: skip
+
+
 VARIANTS = {
     "default": {"mode": "two_pass", "CHUNK": 4096, "BLOCK": 2048, "num_warps": 4},
+    "fused_c4096_w8_p4_k0": _fused(4096, 8, 4, 0),
+    "fused_c4096_w8_p4_k24": _fused(4096, 8, 4, 24),
+    "fused_c4096_w8_p4_k40": _fused(4096, 8, 4, 40),
+    "fused_c4096_w8_p4_k24_nohints": _fused(4096, 8, 4, 24, hints=False),
+    "fused_c4096_w4_p8_k24": _fused(4096, 4, 8, 24),
+    "fused_c8192_w8_p4_k24": _fused(8192, 8, 4, 24),
+    "fused_c2048_w4_p8_k24": _fused(2048, 4, 8, 24),
+    "fused_c4096_w8_p2_k24_s2": _fused(4096, 8, 2, 24, stages=2),
+    "fused_c2048_w4_p4_k24_s2": _fused(2048, 4, 4, 24, stages=2),
     "c2048_b2048_w4": {"mode": "two_pass", "CHUNK": 2048, "BLOCK": 2048, "num_warps": 4},
     "hold_s16384_w8_p2": _coop("hold", 16384, 16384, 8, 2),
     "hold_s16384_w8_p2_pf": _coop("hold", 16384, 16384, 8, 2, prefetch=True),
     "hold_s32768_w32": _coop("hold", 32768, 32768, 32, 1),
     "l2_s16384_b4096_w8_p2": _coop("l2", 16384, 4096, 8, 2),
     "interpret": {"mode": "two_pass", "CHUNK": 256, "BLOCK": 64, "num_warps": 4},
+    "interpret_fused": _fused(64, 4, 1, 0),
     "interpret_hold": _coop("hold", 1024, 1024, 4, 1, prefetch=True),
     "interpret_l2": _coop("l2", 1024, 64, 4, 1),
 }
@@ -213,6 +230,66 @@ def _normalize(
         tl.store(y_ptr + row_start + c, (x - mean) * rstd * w + b, mask=mask)
 
 
+@triton.jit
+def _fused_layer_norm(
+    x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, m2_ptr, arrived_ptr, rows, cols, num_chunks, eps, keep_items,
+    CHUNK: tl.constexpr, BLOCK_P: tl.constexpr, STAGES: tl.constexpr, HINTS: tl.constexpr,
+):  # fmt: skip
+    # Both passes of two_pass in one cooperative launch, the programs meeting once in between. Work items are
+    # (chunk, row) pairs in chunk-major order, one CHUNK-wide tile each (no inner loop: the item loop is the one
+    # Triton pipelines). Pass 1 walks them forward, the last keep_items read evict_last; pass 2 walks them backward,
+    # so its first reads find those in L2. With a program count that is a multiple of rows, a program sees one row
+    # in pass 2 and merges that row's moments once.
+    pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
+    items = rows * num_chunks
+    offs = tl.arange(0, CHUNK)
+    for i in tl.range(pid, items, nprog, num_stages=STAGES):
+        chunk = i // rows
+        row = i % rows
+        c = chunk * CHUNK + offs
+        mask = c < cols
+        ptrs = x_ptr + row.to(tl.int64) * cols + c
+        if HINTS:
+            if i >= items - keep_items:
+                x = tl.load(ptrs, mask=mask, other=0.0, eviction_policy="evict_last")
+            else:
+                x = tl.load(ptrs, mask=mask, other=0.0, eviction_policy="evict_first")
+        else:
+            x = tl.load(ptrs, mask=mask, other=0.0)
+        n = tl.minimum(cols - chunk * CHUNK, CHUNK).to(tl.float32)
+        chunk_mean = tl.sum(x, axis=0) / n
+        dev = tl.where(mask, x - chunk_mean, 0.0)
+        tl.store(mean_ptr + row * num_chunks + chunk, chunk_mean)
+        tl.store(m2_ptr + row * num_chunks + chunk, tl.sum(dev * dev, axis=0))
+    _meet(arrived_ptr, nprog)
+    cur_row = -1
+    mean = 0.0
+    rstd = 0.0
+    for j in tl.range(pid, items, nprog, num_stages=STAGES):
+        i = items - 1 - j
+        chunk = i // rows
+        row = i % rows
+        if row != cur_row:
+            mean, rstd = _row_mean_rstd(
+                mean_ptr + row * num_chunks, m2_ptr + row * num_chunks, num_chunks, cols, eps, CHUNK, BLOCK_P
+            )
+            cur_row = row
+        c = chunk * CHUNK + offs
+        mask = c < cols
+        row_start = row.to(tl.int64) * cols
+        if HINTS:
+            x = tl.load(x_ptr + row_start + c, mask=mask, other=0.0, eviction_policy="evict_first")
+            w = tl.load(w_ptr + c, mask=mask, other=0.0, eviction_policy="evict_last")
+            b = tl.load(b_ptr + c, mask=mask, other=0.0, eviction_policy="evict_last")
+            tl.store(y_ptr + row_start + c, (x - mean) * rstd * w + b, mask=mask, cache_modifier=".cs")
+        else:
+            x = tl.load(x_ptr + row_start + c, mask=mask, other=0.0)
+            w = tl.load(w_ptr + c, mask=mask, other=0.0)
+            b = tl.load(b_ptr + c, mask=mask, other=0.0)
+            tl.store(y_ptr + row_start + c, (x - mean) * rstd * w + b, mask=mask)
+
+
 def _max_registers(cfg: dict) -> int:
     """Registers per thread that let programs_per_sm programs share an SM (65536 registers), so that the
     cooperative launch fits; ptxas spills rather than exceed it."""
@@ -223,6 +300,8 @@ def programs_per_row(cfg: dict, cols: int) -> int:
     """How many programs of a cooperative variant meet for one row (they must run at the same time)."""
     if cfg["mode"] == "two_pass":
         return 1
+    if cfg["mode"] == "fused":  # every program of the launch meets all others once: programs_per_sm on each SM
+        return cfg["programs_per_sm"]
     return cdiv(cols, min(cfg["SLICE"], next_power_of_2(cols)))
 
 
@@ -248,7 +327,38 @@ def _launch_coop(x, w, b, y, rows, cols, eps, cfg) -> bool:
     return True
 
 
-_GRAPHS = Graphs()  # the two-pass path's launches of a call as one graph launch (launch.Graphs)
+def _fused_programs(rows: int, items: int, slots: int) -> int:
+    """Programs of the fused launch: at most the GPU's slots (all must be resident: they meet), and a multiple of
+    rows where that leaves at least 7/8 of the slots busy, so that each program sees one row in pass 2."""
+    programs = min(items, slots)
+    if rows <= programs and programs // rows * rows * 8 >= programs * 7:
+        programs = programs // rows * rows
+    return programs
+
+
+def _launch_fused(x, w, b, y, rows, cols, eps, cfg) -> None:
+    chunk = min(cfg["CHUNK"], next_power_of_2(cols))
+    chunks = cdiv(cols, chunk)
+    items = rows * chunks
+    programs = _fused_programs(rows, items, num_sms(x.device) * cfg["programs_per_sm"])
+    keep_items = cfg["keep_mb"] * (1 << 20) // (chunk * 4)
+
+    def body():
+        means = torch.empty(items, device=x.device, dtype=torch.float32)
+        m2s = torch.empty(items, device=x.device, dtype=torch.float32)
+        arrived = torch.empty(1, device=x.device, dtype=torch.int32)
+        launch(_fill_zero, (1,), arrived, 1, BLOCK=16)
+        launch(
+            _fused_layer_norm, (programs,), x, w, b, y, means, m2s, arrived, rows, cols, chunks, eps, keep_items,
+            CHUNK=chunk, BLOCK_P=next_power_of_2(chunks), STAGES=cfg["stages"], HINTS=cfg["hints"],
+            num_warps=cfg["num_warps"], maxnreg=_max_registers(cfg), launch_cooperative_grid=True,
+        )  # fmt: skip
+
+    _GRAPHS.run(body, (x, w, b, y), (cfg["CHUNK"], cfg["num_warps"], cfg["programs_per_sm"], cfg["keep_mb"],
+                                     cfg["stages"], cfg["hints"], eps))  # fmt: skip
+
+
+_GRAPHS = Graphs()  # a call's launches as one graph launch (launch.Graphs)
 
 
 def layer_norm(
@@ -261,6 +371,9 @@ def layer_norm(
     rows = x.numel() // cols
     y = torch.empty_like(x)
     cfg = VARIANTS[variant or ("interpret" if _INTERPRET else "default")]
+    if cfg["mode"] == "fused":
+        _launch_fused(x, w, b, y, rows, cols, eps, cfg)
+        return y
     if cfg["mode"] != "two_pass":
         if _launch_coop(x, w, b, y, rows, cols, eps, cfg):
             return y

@@ -102,7 +102,7 @@ def test_rms_norm_shapes(shape, gen):
     torch.testing.assert_close(ms[big], torch.ones_like(ms[big]), rtol=1e-3, atol=0)
 
 
-@pytest.mark.parametrize("variant", ["interpret", "interpret_hold", "interpret_l2"])
+@pytest.mark.parametrize("variant", ["interpret", "interpret_hold", "interpret_l2", "interpret_fused"])
 @pytest.mark.parametrize(
     "x_shape,normalized", [((3, 5, 7), (5, 7)), ((2, 600), (600,)), ((1, 1), (1,)), ((4, 2, 129), (2, 129))]
 )
@@ -124,6 +124,30 @@ def test_layer_norm_shapes(x_shape, normalized, variant, gen):
         torch.testing.assert_close(
             rows.var(dim=1, unbiased=False), torch.ones(rows.shape[0], dtype=torch.float64), atol=1e-3, rtol=0
         )
+
+
+@pytest.mark.parametrize("rows,programs", [(16, 33), (16, 528), (5, 7), (3, 2), (1, 4), (40, 528)])
+def test_layer_norm_fused_program_count(rows, programs):
+    """At most the slots (all programs meet), at most the items; a multiple of rows when that keeps 7/8 of them."""
+    route = load_route("layer_norm")
+    got = route._fused_programs(rows, 10_000, programs)
+    assert 1 <= got <= programs
+    if rows <= programs and programs // rows * rows * 8 >= programs * 7:
+        assert got % rows == 0
+    else:
+        assert got == programs
+
+
+def test_layer_norm_fused_walks_several_items_per_program(gen):
+    """More (chunk, row) items than programs, a ragged last chunk, and an L2-tail longer than some rows: pass 2
+    must merge the moments of each row it meets, whichever row a program starts on."""
+    route = load_route("layer_norm")
+    x = torch.randn(7, 3, 50, generator=gen) * 2 + 1
+    w, b = torch.randn(3, 50, generator=gen), torch.randn(3, 50, generator=gen)
+    cfg = dict(route.VARIANTS["interpret_fused"], programs_per_sm=1)
+    y = torch.empty_like(x)
+    route._launch_fused(x, w, b, y, 7, 150, 1e-5, {**cfg, "keep_mb": 1})
+    _close(y, F.layer_norm(x, (3, 50), w, b, 1e-5), rtol=1e-4, atol=1e-4)
 
 
 def test_layer_norm_hold_falls_back_when_a_row_does_not_fit(gen):
@@ -153,12 +177,14 @@ def test_cumsum_reverse_shapes_and_ends(shape, dim, gen):
     torch.testing.assert_close(out.select(dim, -1), x.select(dim, -1))
 
 
-@pytest.mark.parametrize("shape", [(1, 1), (7, 45), (5, 100), (3, 257)])
-def test_cross_entropy_shapes(shape, gen):
+@pytest.mark.parametrize("shape", [(1, 1), (7, 45), (5, 100), (3, 257), (11, 32)])
+@pytest.mark.parametrize("variant", ["interpret", "interpret_persistent"])
+def test_cross_entropy_shapes(shape, variant, gen):
+    """interpret_persistent: 3 programs walking bands of 2 rows, one 32-class tile a row when it fits (11 x 32)."""
     x = torch.randn(shape, generator=gen) * 50  # large logits: log-sum-exp must subtract the max
     t = torch.randint(0, shape[1], (shape[0],), generator=gen)
-    out, expected = _run("cross_entropy", x, t)
-    _close(out, expected, rtol=1e-5, atol=1e-4)
+    out = load_route("cross_entropy").cross_entropy(x, t, variant)
+    _close(out, F.cross_entropy(x, t), rtol=1e-5, atol=1e-4)
 
 
 def test_cross_entropy_ignores_ignore_index(gen):
@@ -229,6 +255,20 @@ def test_matmul_split_is_exact_in_tf32(gen):
 def test_matmul_rejects_mismatched_shapes():
     with pytest.raises(ValueError, match="cannot multiply"):
         load_route("matmul").ModelNew()(torch.rand(3, 4), torch.rand(5, 6))
+
+
+@pytest.mark.parametrize("variant", ["interpret_one_dot", "interpret_one_dot_a", "interpret_one_dot_a_ptr"])
+@pytest.mark.parametrize("m,k,n", [(33, 20, 44), (1, 1, 1), (64, 64, 64), (17, 7, 9)])
+def test_matmul_one_dot_paths(m, k, n, variant, gen):
+    """One dot per step over the halves: A split by the pass or (one_dot_a) in registers at each step, by TMA or
+    pointer loads; ragged K tiles, K not a multiple of 4 (no descriptor: the pointer kernel)."""
+    a = torch.randn(m, k, generator=gen)
+    b = torch.randn(k, n, generator=gen)
+    out = load_route("matmul").matmul_3xtf32(a, b, variant)
+    oracle = a.double() @ b.double()
+    ref_err = (((a @ b).double() - oracle).norm() / oracle.norm()).item()
+    err = ((out.double() - oracle).norm() / oracle.norm()).item()
+    assert err <= max(2 * ref_err, 2.0**-22), f"3xTF32 error {err:.3g} against fp32's {ref_err:.3g}"
 
 
 @pytest.mark.parametrize("m,k,n", [(33, 20, 44), (70, 36, 8), (100, 4, 65), (17, 7, 9)])
