@@ -42,6 +42,7 @@ def run(args) -> int:
     import grpc
     from kernelboard.v1 import board_pb2, board_pb2_grpc
 
+    from contracts import results
     from services.board import render
     from services.cli import client
 
@@ -59,14 +60,15 @@ def run(args) -> int:
             route = stub.GetRoute(
                 board_pb2.GetBoardRouteRequest(route=args.route, version=args.version), metadata=metadata
             )
-            print(_json(route) if args.json else render.render_route(route))
+            print(_json(route) if args.json else render.render_route(route, client.web_url()))
         elif args.list:
             reply = stub.ListBoards(board_pb2.ListBoardsRequest(), metadata=metadata)
             if args.json:
                 print(_json(reply))
             for view in [] if args.json else reply.boards:
                 top = view.ranked[0] if view.ranked else None
-                best = f"top {top.route} {render.score_text(top.score)} ({top.source})" if top else "no ranked scores"
+                score = results.entry_verdict(top).score if top else ""
+                best = f"top {top.route} {score} ({top.source})" if top else "no ranked scores"
                 print(f"version {view.version}  {view.status:<10} {len(view.ranked)} ranked  {best}")
         elif args.rebuild:
             reply = stub.Rebuild(board_pb2.RebuildBoardRequest(), metadata=metadata)

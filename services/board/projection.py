@@ -21,7 +21,7 @@ The rules, as this module applies them (docs/ARCHITECTURE.md, "Board rules"):
   that is not a finite number never ranks.
 - Listed beside, unranked: a route's latest report by anyone else ("reported") and, while the route's latest counted
   check failed, that check with its reasons ("failed check"), or passed without being verified, that check with why
-  it is not verified ("unverified check").
+  it is not verified ("unverified check"), or left a problem not judged, that check with which ("incomplete check").
 - Adopted: the latest RouteAdopted for the route on that board.
 - History: a route's checks, reports and adoption marks on a board are kept as their log positions with what the
   fold decided of each (counted, or why not); GetRoute reads those events back from the log.
@@ -43,20 +43,22 @@ from typing import NamedTuple
 
 from kernelboard.v1 import events_pb2
 
-from contracts import rules
+from contracts import results, rules
 
 # Raise it whenever a change here would fold the same log differently: a stored copy of another version is refolded.
-PROJECTION_VERSION = 3
+PROJECTION_VERSION = 4
 
 NS_PER_DAY = 86_400 * 1_000_000_000
 QUIET_AFTER_NS = 14 * NS_PER_DAY
 AT_WORK_WITHIN_NS = 7 * NS_PER_DAY
 
-VERIFIED = "verified"
-REPORTED_BY_MAINTAINER = "reported by maintainer"
-REPORTED = "reported"
-FAILED_CHECK = "failed check"
-UNVERIFIED_CHECK = "unverified check"
+# The sources' names are shared with every surface that words an entry (contracts/results.py).
+VERIFIED = results.VERIFIED
+REPORTED_BY_MAINTAINER = results.REPORTED_BY_MAINTAINER
+REPORTED = results.REPORTED
+FAILED_CHECK = results.FAILED_CHECK
+UNVERIFIED_CHECK = results.UNVERIFIED_CHECK
+INCOMPLETE_CHECK = results.INCOMPLETE_CHECK
 
 ACTIVE = "active"
 QUIET = "quiet"
@@ -407,6 +409,10 @@ def _on_check_completed(state: State, board, event, payload, actor: str, positio
     card = board.card  # rules naming no verifier version accept any
     if card is not None and card.verifier_versions and event.verifier_version not in card.verifier_versions:
         code = NOT_ACCEPTED
+    elif payload.incomplete:
+        # some problem was not judged (the judge's failure, not the route's): listed beside, never a score
+        reason = results.incomplete_reason(payload)
+        on_board.failed = _check_entry(INCOMPLETE_CHECK, score, reason, event, payload, position, ns)
     elif passed and not _isfinite(score):
         code = NOT_FINITE
     elif passed and not payload.verified:

@@ -151,6 +151,14 @@ def route_view(
                 check = event.check_completed
                 record.subtasks.extend(check.subtasks)
                 record.runner, record.verified = check.runner, check.verified
+                record.incomplete, record.score_low, record.score_high = (
+                    check.incomplete,
+                    check.score_low,
+                    check.score_high,
+                )
+                record.torch_version, record.triton_version = check.torch_version, check.triton_version
+                record.rules_commit = check.rules_commit
+                record.not_verified_because.extend(check.not_verified_because)
     if info is None and not view.boards:
         return None
     return view

@@ -43,3 +43,10 @@ def channel(service: str):
     import grpc
 
     return grpc.insecure_channel(Settings.from_env().grpc_address(service))
+
+
+def web_url() -> str:
+    """The web board's address, for the pages the CLI points at: ``KB_WEB_URL`` or the local stack's."""
+    from services.common.config import HTTP_PORTS
+
+    return os.environ.get("KB_WEB_URL", f"http://127.0.0.1:{HTTP_PORTS['web']}").rstrip("/")

@@ -48,6 +48,28 @@ def to_proto(row: CheckRow) -> verifier_pb2.Check:
     return check
 
 
+def queue_places(line: list[tuple[str, str]], median_s: float) -> dict[str, tuple[int, float]]:
+    """Each queued check's place in the line (1: next) and about how long until it starts: the checks before it
+    (running ones included) shared among the workers running now, each taking the recent median time."""
+    workers = max(1, sum(1 for _, state in line if state == "running"))
+    places, ahead, queued = {}, 0, 0
+    for check_id, state in line:
+        if state == "queued":
+            queued += 1
+            places[check_id] = (queued, median_s * ahead / workers)
+        ahead += 1
+    return places
+
+
+async def with_places(queue: CheckQueue, rows: list[CheckRow]) -> list[verifier_pb2.Check]:
+    checks = [to_proto(r) for r in rows]
+    if any(c.state == "queued" for c in checks):
+        places = queue_places(*await queue.waiting_line())
+        for check in checks:
+            check.queue_position, check.estimated_wait_s = places.get(check.check_id, (0, 0.0))
+    return checks
+
+
 def _matches(row: CheckRow, request: verifier_pb2.ListChecksRequest) -> bool:
     return (not request.route or row.item.route == request.route) and (not request.sha or row.item.sha == request.sha)
 
@@ -81,28 +103,37 @@ class VerifierServicer(verifier_pb2_grpc.VerifierServicer):
         row = await self.queue.get(wanted)
         if row is None:
             raise not_found("unknown_check", f"no check {wanted}")
-        return to_proto(row)
+        [check] = await with_places(self.queue, [row])
+        return check
+
+    async def _known_route(self, route: str) -> None:
+        if route and not await self.queue.route_known(route):
+            raise not_found("unknown_route", f"unknown route {route!r}")
 
     async def ListChecks(self, request, context):
         route, sha = filters(request)
         if not 0 <= request.limit <= MAX_LIMIT:
             raise invalid("bad_limit", f"limit must be between 0 (default {DEFAULT_LIMIT}) and {MAX_LIMIT}")
         rows = await self.queue.search(route=route, sha=sha, limit=request.limit or DEFAULT_LIMIT)
-        return verifier_pb2.ListChecksReply(checks=[to_proto(r) for r in rows])
+        if not rows:
+            await self._known_route(route)
+        return verifier_pb2.ListChecksReply(checks=await with_places(self.queue, rows))
 
     async def WatchChecks(self, request, context):
         """The matching checks now (oldest first), then each change of one (PostgreSQL NOTIFY from the queue)."""
         route, sha = filters(request)
+        await self._known_route(route)
         # Subscribe before the first read, so that no change between the two is missed.
         changed = await self.feed.subscribe()
         try:
             rows = await self.queue.search(route=route, sha=sha, limit=MAX_LIMIT)
-            for row in reversed(rows):
-                yield to_proto(row)
+            for check in reversed(await with_places(self.queue, rows)):
+                yield check
             while True:
                 row = await self.queue.get(await changed.get())
                 if row is not None and _matches(row, request):
-                    yield to_proto(row)
+                    [check] = await with_places(self.queue, [row])
+                    yield check
         finally:
             self.feed.unsubscribe(changed)
 

@@ -222,6 +222,28 @@ class CheckQueue:
 
     # --- reads ---
 
+    async def waiting_line(self, recent: int = 20) -> tuple[list[tuple[str, str]], float]:
+        """The open checks in the order workers claim them, as (check id, state), and the median run time in
+        seconds of the latest ``recent`` finished checks (0: none finished yet)."""
+        async with self.pool.acquire() as conn:
+            rows = await conn.fetch(
+                "SELECT check_id, state FROM verifier_checks WHERE state IN ('queued', 'running')"
+                " ORDER BY enqueued_at, check_id"
+            )
+            median = await conn.fetchval(
+                "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY s) FROM (SELECT extract(epoch FROM"
+                " finished_at - started_at)::float8 AS s FROM verifier_checks WHERE finished_at IS NOT NULL"
+                " AND started_at IS NOT NULL ORDER BY finished_at DESC LIMIT $1) recent",
+                recent,
+            )
+        return [(str(r["check_id"]), r["state"]) for r in rows], float(median or 0.0)
+
+    async def route_known(self, route: str) -> bool:
+        """Whether the log names the route (its stream has an event): a filter on an unknown route is NOT_FOUND."""
+        return bool(
+            await self.pool.fetchval("SELECT EXISTS (SELECT 1 FROM events WHERE stream = $1)", f"route:{route}")
+        )
+
     async def get(self, check_id: str) -> CheckRow | None:
         rows = await self._rows("WHERE check_id = $1", check_id)
         return rows[0] if rows else None

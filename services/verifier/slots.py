@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from services.common.sandbox import Box
+from services.verifier.harness.args import CPU_ENV
 
 CODE_ROOT = Path(__file__).resolve().parents[2]  # the harness the check script runs is this installation's
 
@@ -49,7 +50,7 @@ def detect_slots(environ: Mapping[str, str]) -> list[Slot]:
         raise ValueError(f"KB_VERIFIER_SHAPES must be full or smoke, not {shapes!r}")
     if device == "cpu":
         # Triton kernels run in its interpreter on a CPU-only verifier.
-        return [Slot("cpu", "cpu", shapes, {"TRITON_INTERPRET": "1"})]
+        return [Slot("cpu", "cpu", shapes, dict(CPU_ENV))]
     return [Slot(f"gpu{g.strip()}", "cuda", shapes, {"CUDA_VISIBLE_DEVICES": g.strip()}) for g in gpus]
 
 

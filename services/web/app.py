@@ -2,7 +2,7 @@
 
 Read-only and public: no page takes a sign-in, none changes anything, and the process itself signs in to the board
 service as system:web (source.py). Every value on a page comes from GetBoard / ListBoards / GetRoute / WatchBoard as
-they are; the only text made here is formatting (services/board/render.py's time and value helpers, as `kb board`).
+they are; every result is worded by contracts/results.py, as `kb board` and `kb checks` word it.
 Every template autoescapes, and the Content-Security-Policy allows scripts from this server's /static only, so text
 from the log (route names, reasons, violations) is never markup.
 """
@@ -22,8 +22,7 @@ import jinja2
 from aiohttp import web
 from google.protobuf import json_format
 
-from contracts import names
-from services.board import render
+from contracts import names, results
 from services.common import metrics
 from services.common.logs import bind_ids, get_logger
 from services.web import chart
@@ -76,13 +75,30 @@ def templates() -> jinja2.Environment:
         auto_reload=False,
     )
     env.filters.update(
-        when=render.when, plain=render.plain_value, score=render.score_text, segment=segment, short=lambda sha: sha[:10]
+        when=results.when,
+        plain=results.plain_value,
+        number=results.number,
+        reason=results.reason,
+        segment=segment,
+        short=lambda sha: sha[:10],
+        capitalize_first=lambda text: text[:1].upper() + text[1:],
     )
     env.globals.update(
         status_line=status_line,
-        beside_score=render.beside_score,
-        beside_reason=render.beside_reason,
-        beside_failed=render.beside_failed,
+        entry_verdict=results.entry_verdict,
+        entry_reason=results.entry_reason,
+        entry_line=results.entry_line,
+        in_words=results.in_words,
+        record_verdict=results.record_verdict,
+        record_note=results.record_note,
+        route_summary=results.route_summary,
+        problem_headings=results.PROBLEM_HEADINGS,
+        problem_result=results.problem_result,
+        speedup=results.speedup,
+        reasons=results.reasons,
+        ran_with=results.ran_with,
+        check_path=results.check_path,
+        NO_SCORE=results.NO_SCORE,
     )
     # A route the log names but GetRoute would refuse (written before the grammar held) is shown, not linked.
     env.tests["route_name"] = names.ROUTE.matches
@@ -193,6 +209,14 @@ async def boards_page(request: web.Request) -> web.Response:
     return page("boards.html", boards=list(reversed(boards)), newest=latest_version(boards))
 
 
+def placing_check(part):
+    """The check a route's board part shows per problem: the one that places it, else the latest (None: none)."""
+    checks = [r for r in part.history if r.kind == "check"]
+    placing = {e.global_position for e in part.entries}
+    shown = next((r for r in reversed(checks) if r.global_position in placing), checks[-1] if checks else None)
+    return shown, shown is not None and shown.global_position in placing
+
+
 async def route_page(request: web.Request) -> web.Response:
     name = request.match_info["route"]  # checked by GetRoute (contracts.names): a bad name is its 400
     with upstream("route"):
@@ -200,19 +224,38 @@ async def route_page(request: web.Request) -> web.Response:
         newest = (await request.app[FEEDS].board(0)).version
     parts = []
     for part in route.boards:
-        checks = [r for r in part.history if r.kind == "check"]
-        placing = {e.global_position for e in part.entries}
-        shown = next((r for r in reversed(checks) if r.global_position in placing), checks[-1] if checks else None)
+        shown, places = placing_check(part)
         parts.append(
             {
                 "board": part,
                 "earlier": part.version != newest,
                 "shown": shown,
-                "shown_places": shown is not None and shown.global_position in placing,
+                "shown_places": places,
                 "chart": chart.speedup_chart(shown.subtasks) if shown is not None else None,
             }
         )
     return page("route.html", route=route, parts=list(reversed(parts)), newest=newest)
+
+
+async def check_page(request: web.Request) -> web.Response:
+    """/route/R/check/ID: one check of a route as the board holds it (its history on the newest board it is on): the
+    per-problem table, reasons, runner, rules commit and its commit."""
+    name, wanted = request.match_info["route"], request.match_info["check_id"]
+    with upstream("route"):
+        route = await request.app[SOURCE].route(name)
+    for part in reversed(route.boards):
+        record = next((r for r in part.history if r.kind == "check" and r.check_id == wanted), None)
+        if record is not None:
+            card = (await request.app[FEEDS].board(part.version)).card
+            return page(
+                "check.html",
+                route=route,
+                board=part,
+                check=record,
+                card=card,
+                chart=chart.speedup_chart(record.subtasks),
+            )
+    raise PageFailed(404, f"no check {wanted[:40]!r} among route {name[:40]!r}'s latest checks")
 
 
 async def board_json_page(request: web.Request) -> web.Response:
@@ -331,6 +374,7 @@ def make_app(source: BoardSource, *, max_live: int = DEFAULT_MAX_LIVE) -> web.Ap
     app.router.add_get(f"/board/{version}", board_page, name="board_version")
     app.router.add_get(f"/board/{version}.json", board_json_page, name="board_json")
     app.router.add_get("/boards", boards_page, name="boards")
+    app.router.add_get("/route/{route:[^/]+}/check/{check_id:[^/]+}", check_page, name="check")
     app.router.add_get("/route/{route:.+}", route_page, name="route")
     app.router.add_get(f"/live/{version}", live, name="live")
     app.router.add_get("/healthz", healthz, name="healthz")

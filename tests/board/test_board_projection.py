@@ -215,3 +215,17 @@ def test_issues_comments_and_joining_keep_the_header_counts():
     assert (head.agents_in_all, head.agents_at_work, head.routes) == (1, 1, 1)
     assert state.agents == {"erin/bot"}
     assert codec.state_to_json(projection.fold(events)) == codec.state_to_json(state)
+
+
+def test_an_incomplete_check_is_listed_beside_without_a_score_and_never_ranks():
+    """A check that left a problem not judged (the judge's failure) is never ranked, even where it says it passed."""
+    incomplete = check("half", 1, passed=True, score=3.0, check_id="c9")
+    incomplete.incomplete = True
+    incomplete.subtasks.add(id="matmul", submitted=True, not_judged="CUDA error: out of memory in the judge")
+    _, view = board_of(log(rules(1), (incomplete, {"verifier_version": 1})))
+    assert list(view.ranked) == []
+    [entry] = view.listed_beside
+    assert (entry.source, entry.reason) == (
+        "incomplete check",
+        "1 problem not judged: matmul: CUDA error: out of memory in the judge",
+    )

@@ -34,21 +34,32 @@ def test_the_board_reads_header_card_ranked_then_listed_beside():
     assert "  verifier    version 1" in lines
     assert "timing.statistic median" in text
     ranked = text[text.index("Ranked") : text.index("Listed beside")].splitlines()
-    assert ranked[3].split() == ["1", "tiled", "3.100", "reported", "by", "maintainer", "sha-tiled"]
-    assert ranked[4].split() == ["2", "fast", "alice", "2.345", "verified", "sha-fast", "NVIDIA", "H200", "adopted"]
+    assert ranked[3].split() == ["1", "tiled", "3.100", "reported", "by", "maintainer", "sha-tiled"] + [
+        "reported",
+        "by",
+        "curator",
+    ]
+    assert ranked[4].split() == ["2", "fast", "alice", "2.345", "passed,", "verified", "sha-fast"] + [
+        "NVIDIA",
+        "H200",
+        "adopted",
+    ]
     beside = text[text.index("Listed beside") :]
-    assert "reported by bob" in beside and "failed check" in beside and "matmul: atol broken" in beside
+    assert "reported by bob" in beside and "9.000 (not counted)" in beside
+    failed = next(line for line in beside.splitlines() if "naive" in line and "failed" in line)
+    assert failed.split()[:4] == ["naive", "—", "failed", "sha-naive"] and "matmul: atol broken" in failed
 
 
 def test_a_route_shows_its_place_and_history():
     events = {e.global_position: e for e in logged()}
-    text = render.render_route(views.route_view(folded(), "fast", events=events))
+    text = render.render_route(views.route_view(folded(), "fast", events=events), "http://board.example")
     assert text.startswith("route fast (owner alice, started")
-    assert "board 1: 1 checks, 1 passed, 0 reports · adopted" in text
-    assert "#2      2.345 verified" in text
-    history = text.splitlines()[-2:]
-    assert history[0].split()[:5] == ["3", "2026-05-28", "20:26", "UTC", "check"]
-    assert history[1].split()[-3:] == ["adopted", "counted", "merged"]
+    assert "board 1: 1 check, 1 counted (passed, verified), 0 reports · adopted" in text
+    assert "\n  ranked #2: passed, verified, score 2.345\n" in text
+    history = text.splitlines()[-3:-1]
+    assert history[0].split()[4:9] == ["check", "sha-fast", "2.345", "passed,", "verified"]
+    assert history[1].split()[-2:] == ["adopted", "merged"]
+    assert text.splitlines()[-1].startswith("  a check's page: http")
 
 
 def test_a_first_run_ranks_the_maintainers_h200_report_and_shows_the_cpu_check_plainly():
@@ -66,5 +77,5 @@ def test_a_first_run_ranks_the_maintainers_h200_report_and_shows_the_cpu_check_p
     assert row.split()[:5] == ["1", "triton", "3.771", "reported", "by"]
     assert "NVIDIA H200" in row and "measured 2026-12-02T18:29:00Z on NVIDIA H200 under rules b93c155fb93c" in row
     beside = text[text.index("Listed beside") :].splitlines()[3]
-    assert "unverified check" in beside and "passed on cpu, not verified: runner cpu is not the pinned" in beside
+    assert "passed, unverified (CPU profile)" in beside and "not verified: runner cpu is not the pinned" in beside
     assert "0.000" not in text

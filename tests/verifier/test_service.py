@@ -15,7 +15,7 @@ from services.common import auth, metrics
 from services.common.consumer import Consumer
 from services.common.grpcserver import start_server
 from services.common.relay import Relay
-from services.verifier.api import ChangeFeed, add_to_server
+from services.verifier.api import ChangeFeed, add_to_server, queue_places
 from services.verifier.intake import CONSUMER_NAME, EVENT_TYPES, Intake
 from services.verifier.worker import Worker
 from tests.verifier.conftest import (
@@ -166,10 +166,31 @@ async def test_kb_checks_lists_and_shows_the_checks(log, repo, service, monkeypa
     assert await asyncio.to_thread(kb_main, ["checks", "--sha", sha]) == 0
     # (stdout also carries the in-process server's log lines: pick the table's row)
     [line] = [row for row in capsys.readouterr().out.splitlines() if CHECK_ROW.match(row)]
-    assert "listed" in line and sha[:12] in line and "quick" in line and "passed" in line and "1.5000" in line
+    # worded by contracts/results.py: a CPU pass is not verified, so it shows no score
+    assert "listed" in line and sha[:12] in line and "quick" in line and "passed, unverified (CPU profile)" in line
     check_id = line.split()[0]
+    assert await asyncio.to_thread(kb_main, ["checks", "list", "--route", "listed"]) == 0
+    assert check_id in capsys.readouterr().out
+    # --watch ends once every check it follows has ended (this one has), with the checks' verdict
+    async with asyncio.timeout(60):
+        assert await asyncio.to_thread(kb_main, ["checks", "--sha", sha, "--watch"]) == 0
+    assert await asyncio.to_thread(kb_main, ["checks", check_id]) == 0
+    shown_text = capsys.readouterr().out
+    assert "result  passed, unverified (CPU profile)" in shown_text and "new_gelu  passed" in shown_text
+    assert f"/route/listed/check/{check_id}" in shown_text
+    # an unknown route is NOT_FOUND, as kb board --route says it
+    assert await asyncio.to_thread(kb_main, ["checks", "--route", "nosuch"]) == 1
+    assert "NOT_FOUND: unknown route 'nosuch'" in capsys.readouterr().err
     assert await asyncio.to_thread(kb_main, ["checks", check_id, "--json"]) == 0
     [shown] = [json.loads(row) for row in capsys.readouterr().out.splitlines() if row.startswith('{"attempts"')]
     assert shown["state"] == "passed" and shown["result"]["subtasks"][0]["id"] == "new_gelu"
     assert await asyncio.to_thread(kb_main, ["checks", "--sha", "abc"]) == 1
     assert "INVALID_ARGUMENT" in capsys.readouterr().err
+
+
+def test_a_queued_check_knows_its_place_and_about_when_it_starts():
+    line = [("a", "running"), ("b", "running"), ("c", "queued"), ("d", "queued"), ("e", "queued")]
+    places = queue_places(line, median_s=60.0)
+    # two workers busy: c waits for one of them (2 checks ahead / 2 workers), d and e behind it
+    assert places == {"c": (1, 60.0), "d": (2, 90.0), "e": (3, 120.0)}
+    assert queue_places([("x", "queued")], median_s=0.0) == {"x": (1, 0.0)}

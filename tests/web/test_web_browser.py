@@ -12,8 +12,10 @@ import sys
 from asyncio.subprocess import PIPE
 
 import aiohttp
+from google.protobuf import json_format
+from kernelboard.v1 import board_pb2
 
-from services.board import render
+from contracts import results
 from tests.board.board_events import append_all
 
 from .web_events import HOSTILE_REASON, HOSTILE_ROUTE, HOSTILE_VIOLATION, PROBLEMS, checked, started
@@ -48,45 +50,42 @@ async def table_rows(page, selector: str) -> list[dict[str, str]]:
 
 
 def expected_ranked(board: dict) -> list[dict[str, str]]:
-    """The ranked table as the page must show kb board --json's entries: every entry, in order, each field as text."""
+    """The ranked table as the page must show kb board --json's entries, each worded by contracts/results.py as
+    `kb board` words it: every entry, in order."""
+    view = json_format.ParseDict(board, board_pb2.BoardView())
     return [
         {
-            "#": str(e["rank"]),
-            "route": e["route"],
-            "owner": e["owner"],
-            "score": f"{e['score']:.3f}",
-            "cost (GPU-s)": f"{e['cost']:.3f}",
-            "source": e["source"] + (f" ({e['reporter']})" if e["reporter"] else ""),
-            "sha": e["sha"][:10],
-            "runner": e["runner"],
-            "when": render.when(e["occurred_at"]),
-            "": "adopted" if e["adopted"] else "",
+            "#": str(e.rank),
+            "route": e.route,
+            "owner": e.owner,
+            "score": results.entry_verdict(e).score,
+            "cost (GPU-s)": results.number(e.cost),
+            "result": results.entry_verdict(e).label,
+            "sha": e.sha[:10],
+            "runner": e.runner,
+            "when": results.when(e.occurred_at),
+            "note": "; ".join(x for x in ("adopted" if e.adopted else "", results.entry_reason(e)) if x),
         }
-        for e in board["ranked"]
+        for e in view.ranked
     ]
 
 
 def expected_beside(board: dict) -> list[dict[str, str]]:
-    """Listed beside as `kb board` words it: no score for a failed or an unverified check, and an unverified check's
-    reason saying it passed, where, and why it is not verified."""
-    expected = []
-    for e in board["listed_beside"]:
-        if e["source"] == "unverified check":
-            reason = f"passed on {e['runner']}, not verified: {e['reason']}"
-        else:
-            reason = e["reason"] or (f"reported by {e['reporter']}" if e["reporter"] else "")
-        expected.append(
-            {
-                "route": e["route"],
-                "owner": e["owner"],
-                "score": "" if e["source"] in ("failed check", "unverified check") else f"{e['score']:.3f}",
-                "source": e["source"],
-                "sha": e["sha"][:10],
-                "reason": reason,
-                "when": render.when(e["occurred_at"]),
-            }
-        )
-    return expected
+    """Listed beside as `kb board` words it: no score for a failed or an unverified check, another's report marked
+    not counted, and an unverified check's reason saying why it is not verified."""
+    view = json_format.ParseDict(board, board_pb2.BoardView())
+    return [
+        {
+            "route": e.route,
+            "owner": e.owner,
+            "score": results.entry_verdict(e).score,
+            "result": results.entry_verdict(e).label,
+            "sha": e.sha[:10],
+            "reason": results.entry_reason(e),
+            "when": results.when(e.occurred_at),
+        }
+        for e in view.listed_beside
+    ]
 
 
 async def test_the_page_shows_exactly_what_kb_board_json_shows_with_javascript_off(stack, page_without_js):
@@ -106,24 +105,29 @@ async def test_the_page_shows_exactly_what_kb_board_json_shows_with_javascript_o
         ("#agents-at-work", str(header["agents_at_work"])),
         ("#agents-in-all", str(header["agents_in_all"])),
         ("#routes", str(header["routes"])),
-        ("#last-active", render.when(header["last_active"])),
-        ("#started", render.when(header["started"])),
+        ("#last-active", results.when(header["last_active"])),
+        ("#started", results.when(header["started"])),
         ("#log-position", board["log_position"]),
     ):
         assert await page.inner_text(element) == str(value), element
     assert await table_rows(page, "#ranked") == expected_ranked(board)
     assert await table_rows(page, "#beside") == expected_beside(board)
-    assert {e["source"] for e in board["listed_beside"]} == {"failed check", "unverified check", "reported"}
+    assert {e["source"] for e in board["listed_beside"]} == {
+        "failed check",
+        "unverified check",
+        "incomplete check",
+        "reported",
+    }
 
     card = board["card"]
     judging = await page.inner_text("#card")
     for text in (card["metric"], card["baseline"], card["score_rule"], ", ".join(card["kernels"])):
         assert text in judging
     assert await page.inner_text("#rules") == (
-        f"commit {card['rules_commit'][:12]}, approved {render.when(card['approved_at'])}"
+        f"commit {card['rules_commit'][:12]}, approved {results.when(card['approved_at'])}"
     )
     for guardrail in card["guardrails"]:
-        assert f"{guardrail['name']}\t{render.plain_value(guardrail['value'])}" in judging
+        assert f"{guardrail['name']}\t{results.plain_value(guardrail['value'])}" in judging
 
     # The page's own JSON is kb board --json, byte for byte.
     async with aiohttp.ClientSession() as session, session.get(f"{stack.web_url}/board/2.json") as json_reply:
@@ -188,9 +192,9 @@ async def test_the_route_page_shows_checks_over_time_and_each_problem_against_th
     await page.goto(stack.web_url + "/route/fast")
     history = await table_rows(page, "#history-2")
     # Newest first: both checks passed and were verified; the better one (2.5) places the route.
-    assert [(r["what"], r["score"], r["result"], r[""]) for r in history] == [
-        ("check", "2.500", "passed", "counted"),
-        ("check", "2.000", "passed", "counted"),
+    assert [(r["what"], r["score"], r["result"]) for r in history] == [
+        ("check", "2.500", "passed, verified"),
+        ("check", "2.000", "passed, verified"),
     ]
     problems = await table_rows(page, "#problems-2")
     assert [r["problem"] for r in problems] == PROBLEMS
@@ -198,7 +202,7 @@ async def test_the_route_page_shows_checks_over_time_and_each_problem_against_th
     # The check that places the route (score 2.5): matmul at 2.5 · 0.6, its floor fraction 0.5.
     assert (matmul["speed-up"], matmul["floor fraction"], matmul["precision ratio"]) == ("1.500×", "0.50", "1")
     assert (matmul["result"], matmul["violations"]) == ("passed", "")
-    assert (hinge["result"], hinge["speed-up"]) == ("not submitted (eager)", "1.000×")
+    assert (hinge["result"], hinge["speed-up"]) == ("not submitted (eager)", "—")
     chart = page.locator("#board-2 svg")
     assert await chart.locator(".row").count() == len(PROBLEMS)
     assert await chart.locator(".row.baseline").count() == 1  # hinge_loss, not submitted

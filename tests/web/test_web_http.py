@@ -61,9 +61,9 @@ async def test_every_page_is_public_and_says_how_it_may_be_used(stack):
     ("route", "line"),
     [
         # an unverified pass: no score, and the reason says where it passed and why it is not verified
-        ("smoke", f"Listed beside: unverified check — passed on cpu, not verified: {CPU_PROFILE}."),
+        ("smoke", f"Listed beside: passed, unverified (CPU profile) — not verified: {CPU_PROFILE} ("),
         # a failed check: no score, its reason as text
-        ("markup", "Listed beside: failed check — " + HOSTILE_REASON.replace("<", "&lt;").replace(">", "&gt;")),
+        ("markup", "Listed beside: failed — " + HOSTILE_REASON.replace("<", "&lt;").replace(">", "&gt;")),
     ],
 )
 async def test_a_route_page_words_what_is_listed_beside_as_kb_board_does(stack, route, line):

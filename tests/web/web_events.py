@@ -40,15 +40,27 @@ def subtasks(speedup: float, *, violation: str = "") -> list[events_pb2.Subtask]
     return out
 
 
+NOT_JUDGED = "CUDA error: out of memory in the judge"
 CPU_PROFILE = "CPU profile: correctness and guardrails checked, times from a host timer"
 
 
 def check(
-    route: str, version: int, score: float, *, check_id: str, passed=True, reasons=(), violation="", on_cpu=False
+    route: str,
+    version: int,
+    score: float,
+    *,
+    check_id: str,
+    passed=True,
+    reasons=(),
+    violation="",
+    on_cpu=False,
+    interval=(0.0, 0.0),
+    not_judged="",
 ):
     """A check as the verifier records it: on the pinned runner at full shapes, verified when it passed; ``on_cpu``,
-    the CPU profile's, which passes without being verified."""
-    return events_pb2.CheckCompleted(
+    the CPU profile's, which passes without being verified; ``interval``, the score's noise interval; ``not_judged``,
+    the judge's failure on the first problem (an incomplete check)."""
+    completed = events_pb2.CheckCompleted(
         check_id=check_id,
         check_name="verify",
         route=route,
@@ -63,7 +75,16 @@ def check(
         runner="cpu" if on_cpu else "NVIDIA H200",
         verified=passed and not on_cpu,
         not_verified_because=[CPU_PROFILE] if on_cpu else [],
+        score_low=interval[0],
+        score_high=interval[1],
+        incomplete=bool(not_judged),
+        torch_version="2.13.0+cpu" if on_cpu else "2.11.0+cu130",
+        rules_commit="b93c155f" * 5,
     )
+    if not_judged:
+        completed.subtasks[0].not_judged = not_judged
+        completed.subtasks[0].passed = False
+    return completed
 
 
 def at(minute: int) -> datetime:
@@ -95,7 +116,7 @@ def seeded():
     return [
         ("rules", NewEvent(rules(1, verifier_versions=[1]), actor="curator", occurred_at=at(0))),
         started("old", "carol", 1),
-        checked("old", 1, 1.7, 2, check_id="101"),
+        checked("old", 1, 1.7, 2, check_id="101", interval=(1.65, 1.75)),
         ("rules", NewEvent(rules(2, verifier_versions=[1]), actor="curator", occurred_at=at(3))),
         started("fast", "alice", 4),
         checked("fast", 2, 2.0, 5, check_id="201"),
@@ -110,6 +131,9 @@ def seeded():
         ),
         started("smoke", "dave", 8),
         checked("smoke", 2, 0.004, 8, check_id="207", on_cpu=True),
+        # A check the judge could not finish: one problem not judged (the judge's own failure, not the route's).
+        started("halfway", "erin", 8),
+        checked("halfway", 2, 0.0, 8, check_id="208", passed=False, not_judged=NOT_JUDGED),
         (
             "route:tiled",
             NewEvent(

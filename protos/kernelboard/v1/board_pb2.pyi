@@ -140,7 +140,7 @@ class GetBoardRouteRequest(_message.Message):
     def __init__(self, route: _Optional[str] = ..., version: _Optional[int] = ...) -> None: ...
 
 class BoardRouteRecord(_message.Message):
-    __slots__ = ("global_position", "occurred_at", "kind", "sha", "score", "cost", "passed", "reasons", "verifier_version", "counted", "note", "check_id", "reporter", "by_maintainer", "subtasks", "runner", "verified")
+    __slots__ = ("global_position", "occurred_at", "kind", "sha", "score", "cost", "passed", "reasons", "verifier_version", "counted", "note", "check_id", "reporter", "by_maintainer", "subtasks", "runner", "verified", "incomplete", "score_low", "score_high", "torch_version", "triton_version", "rules_commit", "not_verified_because")
     GLOBAL_POSITION_FIELD_NUMBER: _ClassVar[int]
     OCCURRED_AT_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -158,6 +158,13 @@ class BoardRouteRecord(_message.Message):
     SUBTASKS_FIELD_NUMBER: _ClassVar[int]
     RUNNER_FIELD_NUMBER: _ClassVar[int]
     VERIFIED_FIELD_NUMBER: _ClassVar[int]
+    INCOMPLETE_FIELD_NUMBER: _ClassVar[int]
+    SCORE_LOW_FIELD_NUMBER: _ClassVar[int]
+    SCORE_HIGH_FIELD_NUMBER: _ClassVar[int]
+    TORCH_VERSION_FIELD_NUMBER: _ClassVar[int]
+    TRITON_VERSION_FIELD_NUMBER: _ClassVar[int]
+    RULES_COMMIT_FIELD_NUMBER: _ClassVar[int]
+    NOT_VERIFIED_BECAUSE_FIELD_NUMBER: _ClassVar[int]
     global_position: int
     occurred_at: str
     kind: str
@@ -175,7 +182,14 @@ class BoardRouteRecord(_message.Message):
     subtasks: _containers.RepeatedCompositeFieldContainer[_events_pb2.Subtask]
     runner: str
     verified: bool
-    def __init__(self, global_position: _Optional[int] = ..., occurred_at: _Optional[str] = ..., kind: _Optional[str] = ..., sha: _Optional[str] = ..., score: _Optional[float] = ..., cost: _Optional[float] = ..., passed: _Optional[bool] = ..., reasons: _Optional[_Iterable[str]] = ..., verifier_version: _Optional[int] = ..., counted: _Optional[bool] = ..., note: _Optional[str] = ..., check_id: _Optional[str] = ..., reporter: _Optional[str] = ..., by_maintainer: _Optional[bool] = ..., subtasks: _Optional[_Iterable[_Union[_events_pb2.Subtask, _Mapping]]] = ..., runner: _Optional[str] = ..., verified: _Optional[bool] = ...) -> None: ...
+    incomplete: bool
+    score_low: float
+    score_high: float
+    torch_version: str
+    triton_version: str
+    rules_commit: str
+    not_verified_because: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, global_position: _Optional[int] = ..., occurred_at: _Optional[str] = ..., kind: _Optional[str] = ..., sha: _Optional[str] = ..., score: _Optional[float] = ..., cost: _Optional[float] = ..., passed: _Optional[bool] = ..., reasons: _Optional[_Iterable[str]] = ..., verifier_version: _Optional[int] = ..., counted: _Optional[bool] = ..., note: _Optional[str] = ..., check_id: _Optional[str] = ..., reporter: _Optional[str] = ..., by_maintainer: _Optional[bool] = ..., subtasks: _Optional[_Iterable[_Union[_events_pb2.Subtask, _Mapping]]] = ..., runner: _Optional[str] = ..., verified: _Optional[bool] = ..., incomplete: _Optional[bool] = ..., score_low: _Optional[float] = ..., score_high: _Optional[float] = ..., torch_version: _Optional[str] = ..., triton_version: _Optional[str] = ..., rules_commit: _Optional[str] = ..., not_verified_because: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class BoardRouteVersion(_message.Message):
     __slots__ = ("version", "adopted", "entries", "checks", "checks_passed", "reports", "history")

@@ -7,11 +7,13 @@ Could not run (2): no GPU for full shapes, unreadable rules, a missing route dir
 import argparse
 import gc
 import json
+import os
 import sys
 import traceback
 from pathlib import Path
+from types import SimpleNamespace
 
-from services.verifier.harness.args import add_arguments
+from services.verifier.harness.args import CPU_ENV, add_arguments, default_metrics
 
 EXIT_PASSED, EXIT_BROKEN, EXIT_COULD_NOT_RUN = 0, 1, 2
 
@@ -24,10 +26,28 @@ def _write(path: str, document: dict) -> None:
     tmp.replace(target)  # never a half-written metrics file
 
 
+def cpu_as_the_service(device: str | None) -> str:
+    """On a CPU, the environment the service's CPU checks get (args.CPU_ENV), set before anything imports triton;
+    returns a note saying so ("" on a GPU, or where it was set already)."""
+    import torch  # torch does not import triton
+
+    if device == "cuda" or (device is None and torch.cuda.is_available()):
+        return ""
+    if "triton" in sys.modules:
+        return "triton was imported before kb verify could set " + " ".join(f"{k}={v}" for k, v in CPU_ENV.items())
+    changed = {name: value for name, value in CPU_ENV.items() if os.environ.get(name) != value}
+    os.environ.update(changed)
+    settings = " ".join(f"{k}={v}" for k, v in changed.items())
+    return f"no GPU: {settings}, as the service's CPU checks run (Triton kernels in its interpreter)" if changed else ""
+
+
 def handle(args: argparse.Namespace) -> int:
     from contracts.metrics import VERIFIER_VERSION
 
+    args.metrics = args.metrics or default_metrics(args.route_dir)
     try:
+        if note := cpu_as_the_service(args.device):
+            print(f"kb verify: {note}", file=sys.stderr)
         from services.verifier.harness.check import run_check
 
         # One check per process: what the imports (torch's above all) left on the heap lives as long as the process,
@@ -66,27 +86,33 @@ def handle(args: argparse.Namespace) -> int:
         print(f"kb verify: could not run: {reason}", file=sys.stderr)
         return EXIT_COULD_NOT_RUN
     _write(args.metrics, document)
-    _print_summary(document)
+    print(summary(document, args.metrics))
     return EXIT_PASSED if document["passed"] else EXIT_BROKEN
 
 
-def _print_summary(document: dict) -> None:
-    print(f"{'problem':<20} {'pass':<5} {'speed-up':>9} {'ref ms':>9} {'cand ms':>9} {'err ratio':>9}")
-    for s in document["subtasks"]:
-        mark = "yes" if s["passed"] else "NO"
-        if not s["submitted"]:
-            mark = "-"
-        print(
-            f"{s['id']:<20} {mark:<5} {s['speedup']:>9.3f} {s['reference_ms']:>9.3f} {s['candidate_ms']:>9.3f} "
-            f"{s['error_ratio']:>9.2f}"
-        )
-    for reason in document["reasons"]:
-        print(f"  broken: {reason}")
-    verified = "verified" if document["verified"] else "NOT verified: " + "; ".join(document["not_verified_because"])
-    print(
-        f"score {document['score']:.4f} ({verified}); runner {document['runner']}; cost {document['cost']:.1f} "
-        f"GPU-s; wall {document['wall_s']:.1f} s"
+def summary(document: dict, metrics_path: str) -> str:
+    """The check as `kb checks ID` and the web board word it (contracts/results.py), from the metrics document."""
+    from contracts import results
+    from services.common.text import table
+
+    result = SimpleNamespace(
+        **{
+            **document,
+            "subtasks": [SimpleNamespace(**s) for s in document["subtasks"]],
+            "torch_version": document.get("torch") or "",
+            "triton_version": document.get("triton") or "",
+        }
     )
+    verdict = results.check_verdict(result)
+    lines = table(results.PROBLEM_HEADINGS, results.problem_rows(result), numeric={2}, indent="")
+    lines += [f"reason: {results.reason(r)}" for r in document["reasons"]]
+    lines += [
+        f"result  {verdict.label}",
+        f"score   {verdict.score}",
+        f"ran on  {results.ran_with(result)}; cost {document['cost']:.1f} GPU-s; wall {document['wall_s']:.1f} s",
+        f"metrics {metrics_path}",
+    ]
+    return "\n".join(lines)
 
 
 def main(argv=None) -> int:
