@@ -5,7 +5,9 @@ both (approve, request_changes, comment).
 A pull request's checks are the verifier's checks of its head commit (a route commit, checked when it was pushed).
 """
 
+from services.cli import checks as kb_checks
 from services.cli.client import channel, metadata
+from services.common import text
 from services.ingest.cli import CliError, add, all_pages, comment_dict, emit, git, group, handler, stub, when
 
 VERDICTS = ("approve", "request_changes", "comment")  # events.proto's ReviewVerdict, REVIEW_VERDICT_<NAME>
@@ -46,25 +48,12 @@ def review_summary(reviews) -> str:
 
 
 def table(rows: list[list[str]]) -> list[str]:
-    """Rows as aligned columns (the last one left as it is)."""
-    if not rows:
-        return []
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
-    padded = [[*(cell.ljust(width) for cell, width in zip(row, widths, strict=False)), row[-1]] for row in rows]
-    return ["  ".join(row).rstrip() for row in padded]
+    """Rows as aligned columns (services/common/text.py, as every kb table)."""
+    return text.table(None, rows, indent="")
 
 
 def pull_lines(pulls) -> list[str]:
     return table([[f"#{p.number}", p.state, p.route, p.author, review_summary(p.reviews), p.title] for p in pulls])
-
-
-def check_line(check) -> list[str]:
-    """One check of the pull request's head, as a row. Kept here, in one place, until the one wording of a check
-    (issue 37, item 1) lands; then this calls it."""
-    counted = check.state in ("passed", "failed")
-    score = f"{check.result.score:.4f}" if check.state == "passed" else "-"
-    reasons = "; ".join(check.result.reasons[:2]) if counted else ""
-    return [check.check_id, check.check_name, check.state, score, reasons]
 
 
 def head_checks(sha: str) -> tuple[list, str]:
@@ -101,7 +90,7 @@ def show_text(p, checks, unavailable: str) -> str:
         lines += ["", f"checks: not available ({unavailable})"]
     else:
         lines += ["", f"checks of {p.head_sha[:12]}: {len(checks) or 'none yet'}"]
-    lines += ["  " + row for row in table([[*check_line(c)] for c in checks])]
+    lines += ["  " + row for row in kb_checks.rows(checks)] if checks else []  # worded by contracts/results.py
     return "\n".join(lines)
 
 
