@@ -15,6 +15,12 @@ $(PYTHON) -m pytest $(1) $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make: pytest collected no tests in '$(1)': failing" >&2; exit 1; fi; exit $$rc
 endef
 
+# The stack's environment as `make up` left it (SLURM_CONF, the service URLs it settled on), read as CI's run reads it:
+# `make test` in a new shell runs the Slurm tests without the user sourcing it first.
+define with_stack_env
+if [ -f "$(KB_HOME)/stack.env" ]; then set -a; . "$(KB_HOME)/stack.env"; set +a; fi
+endef
+
 .PHONY: up down status test e2e image image-test proto lint bench
 
 up:
@@ -28,7 +34,7 @@ status:
 	@KB_HOME=$(KB_HOME) $(BOOTSTRAP_PYTHON) deploy/local/stack.py status
 
 test:
-	@$(call strict_pytest,$(TESTS))
+	@$(with_stack_env); $(call strict_pytest,$(TESTS))
 
 # tests/e2e and tests/faults start their own stack (own database, nats-server, KB_HOME, free ports) beside any
 # `make up` stack; they need the machine's PostgreSQL, nats-server and the Slurm cluster that prepare brings up.
@@ -57,7 +63,7 @@ lint:
 # through the device tool: on a machine without a GPU their recorded results stand.
 bench:
 	@set -e; ran=0; \
-	if [ -f "$(KB_HOME)/stack.env" ]; then set -a; . "$(KB_HOME)/stack.env"; set +a; fi; \
+	$(with_stack_env); \
 	export PYTHONPATH=$(CURDIR):$(CURDIR)/protos; \
 	cpu() { if [ ! -f "$$1" ]; then echo "==> $$1: not in this checkout"; return; fi; shift; \
 	  echo "==> $$*"; "$$@"; ran=$$((ran + 1)); }; \

@@ -10,3 +10,23 @@ every test passed (CPython gh-106905, fixed in 3.11.8).
 """
 
 import hypothesis  # noqa: F401
+
+from tests.missing import MISSING_SERVICE, skip_reason
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Every test skipped because a service is missing (tests/missing.py), by name and grouped by reason: "tests
+    pass" then says what it did not test (a shell without the stack's environment skips the Slurm tests)."""
+    skipped: dict[str, list[str]] = {}
+    for report in terminalreporter.stats.get("skipped", []):
+        reason = skip_reason(report)
+        if reason is not None and reason.startswith(MISSING_SERVICE):
+            skipped.setdefault(reason, []).append(report.nodeid)
+    if not skipped:
+        return
+    count = sum(len(ids) for ids in skipped.values())
+    terminalreporter.write_sep("=", f"{count} skipped for a missing service: not tested by this run", yellow=True)
+    for reason, ids in skipped.items():
+        terminalreporter.write_line(f"{reason}: {len(ids)}")
+        for nodeid in ids:
+            terminalreporter.write_line(f"  {nodeid}")

@@ -10,10 +10,13 @@ from pathlib import Path
 import pytest
 
 from services.common.confine import Caps, Confinement, job_ids
+from tests.missing import missing_service
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or job_ids() is None or shutil.which("bwrap") is None,
-    reason="needs root, the job user kb-job and bubblewrap (make up / .ci/run provide them)",
+    reason=missing_service(
+        "confinement", "needs root, the job user kb-job and bubblewrap: make up / .ci/run provide them"
+    ),
 )
 
 

@@ -15,6 +15,7 @@ import pytest
 from services.common.confine import Caps, Confinement, job_ids, usable_bwrap
 from services.common.mounts import Unconfinable, mount_plan
 from services.common.sandbox import Sandbox, SandboxConfig, isolation_available
+from tests.missing import missing_service
 
 COVERED = ("/root", "/tmp", "/var/tmp")
 TOKEN = "token-contents-never-seen"
@@ -60,7 +61,9 @@ def assert_hidden(output: str) -> None:
 
 @pytest.mark.skipif(
     os.geteuid() != 0 or job_ids() is None or usable_bwrap()[0] is None,
-    reason="needs root, the job user kb-job and bubblewrap (make up / .ci/run provide them)",
+    reason=missing_service(
+        "confinement", "needs root, the job user kb-job and bubblewrap: make up / .ci/run provide them"
+    ),
 )
 def test_the_candidate_never_sees_kb_home_inside_its_bound_back_checkout(checkout):
     confinement = Confinement.prepare(
@@ -80,7 +83,9 @@ def test_the_candidate_never_sees_kb_home_inside_its_bound_back_checkout(checkou
     assert_hidden(done.stdout)
 
 
-@pytest.mark.skipif(not isolation_available(), reason="needs unshare (root or user namespaces)")
+@pytest.mark.skipif(
+    not isolation_available(), reason=missing_service("the check sandbox", "needs unshare: root or user namespaces")
+)
 async def test_the_check_never_sees_kb_home_inside_its_bound_back_checkout(checkout, tmp_path):
     """The check runs as root with DAC override kept for its harness: only an absent file is out of its reach."""
     config = SandboxConfig(
@@ -95,7 +100,9 @@ async def test_the_check_never_sees_kb_home_inside_its_bound_back_checkout(check
 
 @pytest.mark.skipif(
     os.geteuid() != 0 or job_ids() is None or usable_bwrap()[0] is None,
-    reason="needs root, the job user kb-job and bubblewrap (make up / .ci/run provide them)",
+    reason=missing_service(
+        "confinement", "needs root, the job user kb-job and bubblewrap: make up / .ci/run provide them"
+    ),
 )
 def test_a_candidate_whose_code_lies_inside_a_hidden_directory_is_refused_naming_it(checkout):
     with pytest.raises(Unconfinable, match=f"{checkout}/kernels is kept visible to run but lies inside {checkout}"):
@@ -136,7 +143,9 @@ print(done.stdout, done.stderr)
 
 @pytest.mark.skipif(
     not isolation_available() or os.geteuid() != 0 or job_ids() is None or usable_bwrap()[0] is None,
-    reason="needs unshare, root, the job user kb-job and bubblewrap (make up / .ci/run provide them)",
+    reason=missing_service(
+        "confinement", "needs unshare, root, the job user kb-job and bubblewrap: make up / .ci/run provide them"
+    ),
 )
 async def test_route_code_confined_inside_a_check_never_sees_kb_home(checkout, tmp_path):
     """Both layers stacked as on the service path: the check's harness does not know KB_HOME (the check's environment

@@ -26,9 +26,13 @@ from services.verifier.harness.channel import OutputTail
 from services.verifier.harness.check import run_check
 from services.verifier.harness.verify import CandidateProcess, _fingerprint, _Judge
 from tests.harness.conftest import HERE, ROUTES, run_cli
+from tests.missing import missing_service
 
 ATTACKS = HERE / "attacks"
-AS_ROOT = pytest.mark.skipif(os.geteuid() != 0 or job_ids() is None, reason="needs root and the job user kb-job")
+AS_ROOT = pytest.mark.skipif(
+    os.geteuid() != 0 or job_ids() is None,
+    reason=missing_service("confinement", "needs root and the job user kb-job: make up / .ci/run provide it"),
+)
 
 
 def _only(doc: dict, problem_id: str) -> dict:

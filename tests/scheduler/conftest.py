@@ -28,6 +28,7 @@ from services.ingest.app import Ingest
 from services.ingest.gitrepo import HostedRepo
 from services.ingest.seed import seed
 from tests.databases import create_database, drop_database
+from tests.missing import missing_service
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,7 +36,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def pytest_collection_modifyitems(config, items):
     if os.environ.get("SLURM_CONF") or os.environ.get("CI"):
         return
-    skip = pytest.mark.skip(reason="no SLURM_CONF: run deploy/local/slurm/up.sh and export what it prints")
+    how = "no SLURM_CONF: `make up` writes it to .state/stack.env, which `make test` reads"
+    skip = pytest.mark.skip(reason=missing_service("Slurm", how))
     for item in items:
         if "slurm" in item.keywords:
             item.add_marker(skip)

@@ -7,6 +7,8 @@ import subprocess
 
 import pytest
 
+from tests.missing import missing_service
+
 from .conftest import free_port
 
 MACHINE_NATS = "nats://127.0.0.1:4222"
@@ -34,7 +36,7 @@ def test_answering_servers_are_reused_and_never_stopped(stack, layout):
     assert stack.tcp_answers("127.0.0.1", 5432) and stack.nats_info("127.0.0.1", 4222)
 
 
-@pytest.mark.skipif(not shutil.which("nats-server"), reason="nats-server is not installed")
+@pytest.mark.skipif(not shutil.which("nats-server"), reason=missing_service("NATS", "nats-server is not installed"))
 def test_nats_starts_from_deploy_local_with_jetstream_under_the_state_dir(stack, layout):
     port, monitor = free_port(), free_port()
     pid, started = stack.start_nats(layout, port, monitor)
@@ -63,7 +65,7 @@ def test_nats_that_cannot_start_fails_with_its_log(stack, layout):
 
 @pytest.mark.skipif(
     os.geteuid() != 0 or subprocess.run(["id", "postgres"], capture_output=True).returncode != 0,
-    reason="starting a PostgreSQL cluster needs root and the postgres user",
+    reason=missing_service("PostgreSQL", "starting a cluster needs root and the postgres user"),
 )
 def test_a_throwaway_postgres_cluster_starts_takes_a_database_and_stops(stack, probes, layout):
     import asyncio
@@ -93,7 +95,10 @@ def test_a_slurm_conf_with_no_controller_behind_it_is_not_reused(stack, tmp_path
     assert stack.slurm_answers(str(conf)) is False
 
 
-@pytest.mark.skipif(not os.environ.get("SLURM_CONF"), reason="no SLURM_CONF: the local Slurm cluster is not up")
+@pytest.mark.skipif(
+    not os.environ.get("SLURM_CONF"),
+    reason=missing_service("Slurm", "no SLURM_CONF: the local Slurm cluster is not up"),
+)
 def test_the_running_slurm_cluster_is_reused(stack, layout):
     ctx = stack.Context(layout=layout, database_url=MACHINE_POSTGRES, nats_url=MACHINE_NATS)
     assert stack.step_slurm(ctx) == f"reusing the cluster of SLURM_CONF={os.environ['SLURM_CONF']}"

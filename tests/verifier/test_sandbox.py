@@ -19,6 +19,7 @@ from services.common.mounts import Unconfinable
 from services.common.sandbox import Sandbox, SandboxConfig, isolation_available, needed_by_checks
 from services.verifier.intake import Intake
 from services.verifier.worker import Worker, WorkerConfig
+from tests.missing import missing_service
 from tests.verifier.conftest import (
     CPU_SLOT,
     approve_rules,
@@ -30,7 +31,9 @@ from tests.verifier.conftest import (
     worker_config,
 )
 
-pytestmark = pytest.mark.skipif(not isolation_available(), reason="needs unshare (root or user namespaces)")
+pytestmark = pytest.mark.skipif(
+    not isolation_available(), reason=missing_service("the check sandbox", "needs unshare: root or user namespaces")
+)
 
 
 def check(name: str, time_limit_s: int = 60) -> dict:
