@@ -43,6 +43,7 @@ class SeedReport:
 def main_files(project: Path) -> dict[str, bytes]:
     paths = [project / "scienceslack.json", project / "AGENTS.md"]
     paths += sorted((project / "kernels" / "problems").glob("*.py"))
+    paths += sorted((project / "kernels" / "template").glob("*.py"))  # the route file AGENTS.md starts from
     paths += sorted(p for p in (project / "checks").glob("*") if p.is_file() and not p.name.startswith("."))
     return {str(p.relative_to(project)): p.read_bytes() for p in paths if p.is_file()}
 

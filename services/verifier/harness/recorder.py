@@ -64,7 +64,13 @@ def op_violations(candidate: OpRecorder, reference: OpRecorder) -> list[str]:
     found = []
     extra = sorted(candidate.families - reference.families - LAYOUT_FAMILIES)
     if extra:
-        found.append(f"class 9 (library calls): candidate calls torch ops the reference does not: {', '.join(extra)}")
+        # Say what is allowed where the rule bites: a plain-PyTorch rewrite with other ops is refused too.
+        own = ", ".join(sorted(reference.families - LAYOUT_FAMILIES)) or "none beyond memory layout"
+        found.append(
+            f"class 9 (library calls): candidate calls torch ops the reference does not: {', '.join(extra)}. "
+            f"Allowed: the reference's own ops ({own}), ops that only allocate, view or copy, and your own kernels "
+            "(Triton); plain PyTorch with other ops is not"
+        )
     if candidate.host_ops:
         found.append(
             "class 11 (computing outside the recorder): candidate moved device data to the host or computed there: "
