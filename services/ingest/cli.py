@@ -153,8 +153,10 @@ def cmd_routes(args):
     from kernelboard.v1 import ingest_pb2
 
     routes = stub().ListRoutes(ingest_pb2.ListRoutesRequest(), metadata=metadata()).routes
-    lines = [f"{'ROUTE':<24} {'OWNER':<16} {'HEAD':<12} STARTED BY"]
-    lines += [f"{r.route:<24} {r.owner:<16} {r.head_sha[:12]:<12} {r.started_by}" for r in routes]
+    from services.common.text import table  # every kb table: columns as wide as their widest cell
+
+    rows = [[r.route, r.owner, r.head_sha[:12], r.started_by] for r in routes]
+    lines = table(["route", "owner", "head", "started by"], rows, indent="")
     emit(args, {"routes": [route_dict(r) for r in routes]}, "\n".join(lines))
 
 

@@ -128,12 +128,22 @@ def list_jobs(args) -> int:
                 f"{job.job_id}|{job.state}|{job.exit_code}:{job.signal}|{_elapsed(job.elapsed_s)}|{job.cpu_seconds:.0f}"
             )
     else:
-        print(f"{'JOB':>8}  {'ROUTE':<14} {'OWNER':<12} {'STATE':<14} {'REASON':<14} {'ELAPSED':>8}  RESULT")
-        for job in reply.jobs:
-            print(
-                f"{job.job_id:>8}  {job.route:<14} {job.owner:<12} {job.state:<14} {job.reason:<14} "
-                f"{_elapsed(job.elapsed_s):>8}  {job.result_sha[:12] or ('not committed' if job.result_error else '')}"
-            )
+        from services.common.text import table  # every kb table: columns as wide as their widest cell
+
+        rows = [
+            [
+                job.job_id,
+                job.route,
+                job.owner,
+                job.state,
+                job.reason,
+                _elapsed(job.elapsed_s),
+                job.result_sha[:12] or ("not committed" if job.result_error else ""),
+            ]
+            for job in reply.jobs
+        ]
+        headings = ["job", "route", "owner", "state", "reason", "elapsed", "result"]
+        print("\n".join(table(headings, rows, numeric={0, 5}, indent="")))
     return 0
 
 
