@@ -131,6 +131,7 @@ class Action(Enum):
     SET_STATUS = "set a board's status"
     ADOPT_ROUTE = "mark a route adopted"
     REBUILD = "rebuild the board"
+    DISQUALIFY = "disqualify or reinstate a check's result"
 
 
 # --- the rules -----------------------------------------------------------------------------------------------------
@@ -306,6 +307,7 @@ RULES: dict[Action, Rule] = {
     Action.SET_STATUS: Rule("the maintainer role", _maintainer_role),
     Action.ADOPT_ROUTE: Rule("the maintainer role", _maintainer_role),
     Action.REBUILD: Rule("the maintainer role", _maintainer_role),
+    Action.DISQUALIFY: Rule("a maintainer in person", _maintainer_in_person),
 }
 
 

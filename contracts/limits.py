@@ -28,6 +28,7 @@ EVENT_FIELD_BYTES = {
     "PullRequestReviewed.body": 64 * KIB,
     "RouteAdopted.note": 4 * KIB,
     "BenchmarkStatusChanged.reason": 4 * KIB,
+    "CheckDisqualified.reason": 8 * KIB,
     "EventDeadLettered.error": 4 * KIB,
     # Free text a caller writes, at most its characters (below) in UTF-8's 4 bytes each.
     "IssueOpened.title": 1 * KIB,

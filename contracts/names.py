@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+import uuid
 from dataclasses import dataclass
 
 from contracts.refusals import Refusal, clip, invalid
@@ -104,6 +105,19 @@ def object_id(value: object, field: str = "object id") -> str:
     return OBJECT_ID.check(value, field)
 
 
+CHECK_ID_MAX_CHARS = 64  # a UUID in any of its spellings is shorter
+
+
+def check_id(value: object, field: str = "check_id") -> str:
+    """A check's id (a UUID the verifier derives), in its canonical spelling."""
+    try:
+        if isinstance(value, str) and len(value) <= CHECK_ID_MAX_CHARS:
+            return str(uuid.UUID(value))
+    except ValueError:
+        pass
+    raise invalid("bad_check_id", f"{field} {clip(value)} is not a check id (a UUID)")
+
+
 def pull_number(value: object, field: str = "pull request number") -> int:
     if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= PULL_NUMBER_MAX:
         return value
@@ -172,6 +186,11 @@ def job_ref(job: str) -> str:
 
 def pull_ref(number: int) -> str:
     return f"{PULL_PREFIX}{number}/head"
+
+
+def check_stream(check_id: str) -> str:
+    """A check's stream in the log: its request, its result, and any maintainer's verdict on it afterwards."""
+    return f"check:{check_id}"
 
 
 STREAM_MAX_CHARS = 160
@@ -250,6 +269,8 @@ __all__ = [
     "Ref",
     "Refusal",
     "agent",
+    "check_id",
+    "check_stream",
     "is_ref",
     "is_route",
     "job_id",

@@ -17,6 +17,8 @@ The words:
 - incomplete: some problem was not judged (the judge's failure, never the route's): no score, never ranked, each such
   problem worded "not judged: <reason>" and the check "incomplete: N problems not judged".
 - queued / running: where it is in the queue and about how long until it runs.
+- disqualified (a maintainer's verdict after the fact): listed beside, its score kept as evidence and marked
+  "(not counted)", with who disqualified it and why.
 """
 
 import json
@@ -30,6 +32,7 @@ REPORTED = "reported"
 FAILED_CHECK = "failed check"
 UNVERIFIED_CHECK = "unverified check"
 INCOMPLETE_CHECK = "incomplete check"
+DISQUALIFIED = "disqualified"
 
 NO_SCORE = "—"  # where a result has no score (failed, incomplete, not yet run)
 NOT_COUNTED = "not counted"
@@ -210,6 +213,8 @@ def entry_verdict(entry) -> Verdict:
     if source == UNVERIFIED_CHECK:
         runner = "CPU profile" if entry.runner == "cpu" else (entry.runner or "an unpinned runner")
         return Verdict("passed", f"passed, unverified ({runner})", NO_SCORE, False)
+    if source == DISQUALIFIED:
+        return Verdict("disqualified", "disqualified", not_counted(score), False)
     if entry.rank and source == VERIFIED:
         return Verdict("passed", "passed, verified", score, True)
     if entry.rank:
@@ -223,6 +228,8 @@ def entry_reason(entry) -> str:
         return f"not verified: {reason(entry.reason)}"
     if entry.source == INCOMPLETE_CHECK:
         return reason(entry.reason.partition(": ")[2])
+    if entry.source == DISQUALIFIED:
+        return disqualified_by(entry.reporter, entry.reason)
     if entry.reason:
         return reason(entry.reason)
     return f"reported by {entry.reporter}" if getattr(entry, "reporter", "") else ""
@@ -252,7 +259,15 @@ def record_verdict(record) -> Verdict:
     return Verdict(record.kind, "", "", False)  # an adoption mark: its kind and note say it all
 
 
+def disqualified_by(maintainer: str, why: str) -> str:
+    return f"disqualified by {maintainer}: {reason(why)}"
+
+
 def record_note(record) -> str:
+    if record.kind == "disqualified":
+        return disqualified_by(record.reporter, record.note)
+    if record.kind == "reinstated":
+        return f"reinstated by {record.reporter}: {reason(record.note)}"
     return reason(record.note) or reasons(record.reasons)
 
 

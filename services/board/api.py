@@ -7,12 +7,13 @@ import grpc
 from kernelboard.v1 import board_pb2, board_pb2_grpc, events_pb2
 
 from contracts import access, names
-from contracts.refusals import Refusal, clip, invalid, not_found, precondition
+from contracts.refusals import Refusal, clip, conflict, invalid, not_found, precondition
+from services.board import projection
 from services.board.projection import SET_STATUSES
 from services.board.projector import Projector, RebuildRunning, UnknownBoard
 from services.common import metrics
 from services.common.auth import current_principal
-from services.common.eventlog import NewEvent
+from services.common.eventlog import ConcurrencyConflict, NewEvent
 
 QUERY_SECONDS = metrics.histogram(
     "kb_board_query_seconds",
@@ -143,6 +144,41 @@ class BoardServicer(board_pb2_grpc.BoardServicer):
         version = self._board_version(version)
         changed = events_pb2.BenchmarkStatusChanged(benchmark_version=version, status=request.status, reason=reason)
         return await self._append(version, changed, actor.name)
+
+    async def DisqualifyCheck(self, request, context):
+        actor = require(access.Action.DISQUALIFY)
+        check_id = names.check_id(request.check_id)
+        reason = names.text(request.reason, "reason", NOTE_MAX_CHARS).strip()
+        if not reason:
+            doing = "reinstate" if request.reinstate else "disqualify"
+            raise invalid("reason_required", f"a reason is required to {doing} a check")
+        found = projection.find_pass(self.projector.state, check_id)
+        if found is None:
+            raise not_found("unknown_check", f"no verified check {check_id} on any board (only those rank)")
+        version, route, placed = found
+        # Whether it stands disqualified is read from the check's own stream, which the verdict is appended to at the
+        # version read: two maintainers at once, or a verdict the board has not folded yet, never make two verdicts.
+        stream = names.check_stream(check_id)
+        history = await self.projector.log.read_stream(stream)
+        verdicts = [e.check_disqualified for e in history if e.WhichOneof("payload") == "check_disqualified"]
+        disqualified = bool(verdicts) and verdicts[-1].disqualified
+        if disqualified != request.reinstate:
+            now = "disqualified already" if disqualified else "not disqualified: nothing to reinstate"
+            raise precondition("disqualified" if disqualified else "not_disqualified", f"check {check_id} is {now}")
+        verdict = events_pb2.CheckDisqualified(
+            check_id=check_id,
+            route=route,
+            sha=placed.sha,
+            benchmark_version=version,
+            reason=reason,
+            disqualified=not request.reinstate,
+        )
+        at = history[-1].stream_version if history else 0
+        try:
+            (appended,) = await self.projector.log.append(stream, at, [NewEvent(verdict, actor=actor.name)])
+        except ConcurrencyConflict:
+            raise conflict("verdict_moved", f"check {check_id} was judged meanwhile: look again") from None
+        return board_pb2.BoardChangeReply(version=version, global_position=appended.global_position)
 
     def _board_version(self, version: int) -> int:
         try:

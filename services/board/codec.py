@@ -63,18 +63,24 @@ def route_to_json(on_board: RouteOnBoard) -> bytes:
             r.checks_passed,
             r.reports,
             r.history.tolist(),
+            r.passes,
+            r.disqualified,
         ]
     )
 
 
 def route_from_json(version: int, route: str, data: bytes) -> RouteOnBoard:
-    verified, by_maintainer, reported, failed, adopted, checks, passed, reports, history = json.loads(data)
+    (verified, by_maintainer, reported, failed, adopted, checks, passed, reports, history, passes, disqualified) = (
+        json.loads(data)
+    )
     r = RouteOnBoard((version, route))
     r.verified, r.by_maintainer, r.reported, r.failed = (
         None if e is None else Entry(*e) for e in (verified, by_maintainer, reported, failed)
     )
     r.adopted, r.checks, r.checks_passed, r.reports = adopted, checks, passed, reports
     r.history.extend(history)
+    r.passes = [Entry(*e) for e in passes]
+    r.disqualified = {check_id: tuple(verdict) for check_id, verdict in disqualified.items()}
     return r
 
 

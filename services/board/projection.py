@@ -22,6 +22,11 @@ The rules, as this module applies them (docs/ARCHITECTURE.md, "Board rules"):
 - Listed beside, unranked: a route's latest report by anyone else ("reported") and, while the route's latest counted
   check failed, that check with its reasons ("failed check"), or passed without being verified, that check with why
   it is not verified ("unverified check"), or left a problem not judged, that check with which ("incomplete check").
+- Disqualified: a maintainer's CheckDisqualified takes a verified check out of the ranking after the fact (a cheat
+  found later): the route ranks with its best check that is not disqualified, and the disqualified check is listed
+  beside ("disqualified", its score kept as evidence, the maintainer and the reason shown). A later CheckDisqualified
+  with disqualified = false reinstates it. The order of the two events does not matter: a check disqualified before
+  its result was folded never ranks.
 - Adopted: the latest RouteAdopted for the route on that board.
 - History: a route's checks, reports and adoption marks on a board are kept as their log positions with what the
   fold decided of each (counted, or why not); GetRoute reads those events back from the log.
@@ -46,7 +51,7 @@ from kernelboard.v1 import events_pb2
 from contracts import results, rules
 
 # Raise it whenever a change here would fold the same log differently: a stored copy of another version is refolded.
-PROJECTION_VERSION = 4
+PROJECTION_VERSION = 5
 
 NS_PER_DAY = 86_400 * 1_000_000_000
 QUIET_AFTER_NS = 14 * NS_PER_DAY
@@ -59,6 +64,7 @@ REPORTED = results.REPORTED
 FAILED_CHECK = results.FAILED_CHECK
 UNVERIFIED_CHECK = results.UNVERIFIED_CHECK
 INCOMPLETE_CHECK = results.INCOMPLETE_CHECK
+DISQUALIFIED = results.DISQUALIFIED
 
 ACTIVE = "active"
 QUIET = "quiet"
@@ -101,7 +107,7 @@ class Record(NamedTuple):
 
     position: int
     occurred_ns: int
-    kind: str  # "check" | "report" | "adopted" | "unadopted"
+    kind: str  # "check" | "report" | "adopted" | "unadopted" | "disqualified" | "reinstated"
     sha: str
     score: float
     cost: float
@@ -126,6 +132,8 @@ class RouteOnBoard:
         "checks_passed",
         "reports",
         "history",
+        "passes",
+        "disqualified",
         "key",
     )
 
@@ -139,6 +147,8 @@ class RouteOnBoard:
         self.checks_passed = 0
         self.reports = 0
         self.history = array("q")  # position * 4 + COUNTED | NOT_ACCEPTED | NOT_FINITE | NOT_VERIFIED
+        self.passes: list[Entry] = []  # every verified pass, in log order: the best one not disqualified ranks
+        self.disqualified: dict[str, tuple[str, str]] = {}  # check id -> (the maintainer, the reason)
         # (board version, route): its key in State.touched_routes, built once rather than for each of its events
         # (not stored: it is the row's own key).
         self.key = key
@@ -423,9 +433,11 @@ def _on_check_completed(state: State, board, event, payload, actor: str, positio
     elif passed:
         on_board.checks_passed += 1
         on_board.failed = None
+        placed = _check_entry(VERIFIED, score, "", event, payload, position, ns)
+        on_board.passes.append(placed)
         best = on_board.verified
-        if best is None or score > best.score:
-            on_board.verified = _check_entry(VERIFIED, score, "", event, payload, position, ns)
+        if (best is None or score > best.score) and placed.check_id not in on_board.disqualified:
+            on_board.verified = placed
         board.last_scored_ns = ns
     else:
         reason = "; ".join(payload.reasons[:]) or "the check failed without a reason"  # [:]: as above
@@ -461,6 +473,30 @@ def _on_benchmark_status_changed(state: State, board, event, payload, actor: str
         board.status, board.status_reason = status, payload.reason
 
 
+def _on_check_disqualified(state: State, board, event, payload, actor: str, position: int, ns: int) -> None:
+    if board is None:
+        return
+    route, check_id = payload.route, payload.check_id
+    if not route or not check_id:
+        return
+    on_board = _route(state, board, route)
+    if payload.disqualified:
+        on_board.disqualified[check_id] = (actor, payload.reason)
+    else:
+        on_board.disqualified.pop(check_id, None)
+    on_board.verified = _best_pass(on_board)
+    on_board.history.append(position * 4 + COUNTED)
+
+
+def _best_pass(on_board: RouteOnBoard) -> Entry | None:
+    """The route's best verified pass that is not disqualified; an equal score later keeps the earlier."""
+    best = None
+    for placed in on_board.passes:
+        if placed.check_id not in on_board.disqualified and (best is None or placed.score > best.score):
+            best = placed
+    return best
+
+
 def _on_route_adopted(state: State, board, event, payload, actor: str, position: int, ns: int) -> None:
     if board is None:
         return
@@ -483,6 +519,7 @@ _HANDLERS = {
     "check_completed": (_on_check_completed, True),
     "benchmark_status_changed": (_on_benchmark_status_changed, True),
     "route_adopted": (_on_route_adopted, True),
+    "check_disqualified": (_on_check_disqualified, True),
 }
 _ACTIVITY_ONLY = (None, False)
 
@@ -562,6 +599,12 @@ def history_record(board: Board, code: int, event: events_pb2.Event) -> Record:
             m.reporter or event.actor,
             m.by_maintainer,
         )
+    if kind == "check_disqualified":
+        d = event.check_disqualified
+        kind = "disqualified" if d.disqualified else "reinstated"
+        by = event.actor  # the maintainer, shown as the record's reporter
+        position = event.global_position
+        return Record(position, ns, kind, d.sha, 0.0, 0.0, False, (), 0, counted, d.reason, d.check_id, by, False)
     a = event.route_adopted
     kind = "adopted" if a.adopted else "unadopted"
     return Record(event.global_position, ns, kind, "", 0.0, 0.0, False, (), 0, counted, a.note, "", "", False)
@@ -584,16 +627,40 @@ def ranked(board: Board) -> list[tuple[str, Entry]]:
 
 def listed_beside(board: Board) -> list[tuple[str, Entry]]:
     """Others' reported scores (higher first, then earlier), then each route's latest check that did not count: a
-    failed check, or a pass that is not verified."""
-    reported, failed = [], []
+    failed check, or a pass that is not verified; then every disqualified check (in log order), as evidence."""
+    reported, failed, disqualified = [], [], []
     for route, on_board in board.routes.items():
         if on_board.reported is not None:
             reported.append((route, on_board.reported))
         if on_board.failed is not None:
             failed.append((route, on_board.failed))
+        if on_board.disqualified:
+            disqualified += [(route, entry) for entry in disqualified_passes(on_board)]
     reported.sort(key=lambda row: (-row[1].score, row[1].position))
     failed.sort(key=lambda row: row[1].position)
-    return reported + failed
+    disqualified.sort(key=lambda row: row[1].position)
+    return reported + failed + disqualified
+
+
+def disqualified_passes(on_board: RouteOnBoard) -> list[Entry]:
+    """The route's disqualified verified checks, each marked: source "disqualified", the maintainer as its reporter
+    and the maintainer's reason as its reason."""
+    marked = []
+    for placed in on_board.passes:
+        verdict = on_board.disqualified.get(placed.check_id)
+        if verdict is not None:
+            marked.append(placed._replace(source=DISQUALIFIED, reporter=verdict[0], reason=verdict[1]))
+    return marked
+
+
+def find_pass(state: State, check_id: str) -> tuple[int, str, Entry] | None:
+    """(board version, route, entry) of the verified check ``check_id``, on whichever board it is; None if none."""
+    for version, board in state.boards.items():
+        for route, on_board in board.routes.items():
+            for placed in on_board.passes:
+                if placed.check_id == check_id:
+                    return version, route, placed
+    return None
 
 
 def status(board: Board, now_ns: int) -> str:

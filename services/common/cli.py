@@ -1,7 +1,9 @@
 """Operator subcommands of ``kb``: ``kb admin …`` (PostgreSQL directly, on the host) and ``kb status``.
 
 ``kb admin`` talks to the database at KB_DATABASE_URL, not to a service: it is how an operator (and ``make up``)
-creates the first maintainer and its token before anyone can sign in. Heavy imports stay inside the handlers.
+creates the first maintainer and its token before anyone can sign in. The one exception is ``kb admin disqualify``,
+a maintainer's own act in person: it signs in to the board service with the stored token like ``kb board``, since
+host access gives no role (contracts/access.py). Heavy imports stay inside the handlers.
 """
 
 import asyncio
@@ -46,6 +48,16 @@ def register(subparsers) -> None:
     revoke = token_commands.add_parser("revoke", help="revoke a token (the token itself or its sha256 hex)")
     revoke.add_argument("token")
     revoke.set_defaults(handler=run_token_revoke)
+
+    disqualify = admin_commands.add_parser(
+        "disqualify",
+        help="a maintainer in person: take a verified check off the ranking, with the reason (kept beside as evidence)",
+    )
+    disqualify.add_argument("check_id", metavar="CHECK_ID")
+    disqualify.add_argument("--reason", required=True, help="what was found (reinstating: why it stands)")
+    disqualify.add_argument("--reinstate", action="store_true", help="undo an earlier disqualification")
+    disqualify.add_argument("--json", action="store_true", help="machine-readable output")
+    disqualify.set_defaults(handler=run_disqualify)
 
     status = subparsers.add_parser("status", help="health and /metrics of the four services")
     status.add_argument("--json", action="store_true", help="machine-readable output")
@@ -272,6 +284,29 @@ def probe(service: str, timeout: float) -> dict:
         result["metrics"] = f"unreachable ({getattr(err, 'reason', err)})"
     result["ok"] = result["health"] == "SERVING" and result["metrics"] == "ok"
     return result
+
+
+def run_disqualify(args) -> int:
+    import grpc
+    from kernelboard.v1 import board_pb2, board_pb2_grpc
+
+    from services.cli import client
+
+    request = board_pb2.DisqualifyCheckRequest(check_id=args.check_id, reason=args.reason, reinstate=args.reinstate)
+    try:
+        stub = board_pb2_grpc.BoardStub(client.channel("board"))
+        reply = stub.DisqualifyCheck(request, metadata=client.metadata())
+    except client.NotSignedIn as err:
+        return fail(str(err))
+    except grpc.RpcError as err:
+        return fail(f"{err.code().name}: {err.details()}")
+    done = "reinstated" if args.reinstate else "disqualified"
+    data = {"check_id": args.check_id, done: True, "version": reply.version, "global_position": reply.global_position}
+    if args.json:
+        print(json.dumps(data, sort_keys=True))
+    else:
+        print(f"check {args.check_id} {done} on board {reply.version} (log position {reply.global_position})")
+    return 0
 
 
 def run_status(args) -> int:

@@ -2,14 +2,13 @@
 request field is checked at the edge; a refusal is raised as contracts' Refusal."""
 
 import asyncio
-import uuid
 
 import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 from kernelboard.v1 import verifier_pb2, verifier_pb2_grpc
 
 from contracts import names
-from contracts.refusals import clip, invalid, not_found
+from contracts.refusals import invalid, not_found
 from services.verifier.queue import NOTIFY_CHANNEL, CheckQueue, CheckRow
 
 DEFAULT_LIMIT, MAX_LIMIT = 100, 1000
@@ -74,18 +73,6 @@ def _matches(row: CheckRow, request: verifier_pb2.ListChecksRequest) -> bool:
     return (not request.route or row.item.route == request.route) and (not request.sha or row.item.sha == request.sha)
 
 
-CHECK_ID_MAX_CHARS = 64  # a UUID in any of its spellings is shorter
-
-
-def check_id(value: str) -> str:
-    try:
-        if len(value) <= CHECK_ID_MAX_CHARS:
-            return str(uuid.UUID(value))
-    except ValueError:
-        pass
-    raise invalid("bad_check_id", f"check_id {clip(value)} is not a check id (a UUID)")
-
-
 def filters(request: verifier_pb2.ListChecksRequest) -> tuple[str, str]:
     """The route and sha filters of a request, each empty or well-formed."""
     return request.route and names.route(request.route), request.sha and names.object_id(request.sha, "sha")
@@ -99,7 +86,7 @@ class VerifierServicer(verifier_pb2_grpc.VerifierServicer):
         self.feed = feed
 
     async def GetCheck(self, request, context):
-        wanted = check_id(request.check_id)
+        wanted = names.check_id(request.check_id)
         row = await self.queue.get(wanted)
         if row is None:
             raise not_found("unknown_check", f"no check {wanted}")

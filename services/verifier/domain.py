@@ -98,10 +98,6 @@ def completed_event_id(check_id: str) -> str:
     return str(uuid.uuid5(CHECK_NAMESPACE, f"completed:{check_id}"))
 
 
-def check_stream(check_id: str) -> str:
-    return f"check:{check_id}"
-
-
 def route_of_job(job_events: Sequence[events_pb2.Event]) -> str:
     """The route a job ran for, from its JobSubmitted ("" when the job's stream does not say)."""
     for event in job_events:

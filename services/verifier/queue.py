@@ -12,6 +12,7 @@ from datetime import datetime
 import asyncpg
 from kernelboard.v1 import events_pb2
 
+from contracts import names
 from contracts.metrics import VERIFIER_VERSION
 from contracts.rules import parse
 from services.common.eventlog import ConcurrencyConflict, DuplicateEvent, EventLog, NewEvent, decode_row
@@ -129,7 +130,7 @@ class CheckQueue:
             requested = NewEvent(
                 domain.requested_event(item), actor=actor, event_id=domain.requested_event_id(item.check_id)
             )
-            await self.log.append(domain.check_stream(item.check_id), 0, [requested], conn=conn)
+            await self.log.append(names.check_stream(item.check_id), 0, [requested], conn=conn)
             await conn.execute("SELECT pg_notify($1, $2)", NOTIFY_CHANNEL, item.check_id)
         return queued
 
@@ -200,7 +201,7 @@ class CheckQueue:
                     raise KeyError(f"no check {check_id} in the queue")
                 if current not in OPEN_STATES:
                     return None
-                [event] = await self.log.append(domain.check_stream(check_id), 1, [completed], conn=conn)
+                [event] = await self.log.append(names.check_stream(check_id), 1, [completed], conn=conn)
                 await conn.execute(
                     "UPDATE verifier_checks SET state = $2, claimed_by = NULL, lease_expires_at = NULL,"
                     " finished_at = now(), completed_position = $3 WHERE check_id = $1",

@@ -7,6 +7,8 @@ import pytest
 from kernelboard.v1 import board_pb2, events_pb2
 from prometheus_client import REGISTRY
 
+from services.board import render
+from services.common import auth
 from services.common.eventlog import NewEvent
 
 from .board_events import append_all, check
@@ -141,3 +143,65 @@ async def test_maintainers_adopt_routes_and_set_a_boards_status_through_the_log(
     view = await stub.GetBoard(board_pb2.GetBoardRequest(version=1), metadata=alice)
     assert (view.status, view.status_reason) == ("flawed", "timer leak")
     assert [(e.route, e.adopted) for e in view.ranked] == [("tiled", True), ("fast", False)]
+
+
+async def fold_new(projector, log, since: int) -> None:
+    """What the consumer does once the relay publishes the events appended after ``since``."""
+    for event in [e async for e in log.read_all(since)]:
+        async with log.pool.acquire() as conn, conn.transaction():
+            await projector.handle(conn, event)
+
+
+async def test_a_maintainer_in_person_disqualifies_a_check_after_the_fact_and_reinstates_it(served):
+    stub, tokens, projector, log, _ = served
+    curator, alice = as_(tokens, "curator"), as_(tokens, "alice")
+    async with log.pool.acquire() as conn:
+        await auth.register_principal(conn, "curator/bot", auth.AGENT, "curator", 0, log=log, actor="system:admin")
+        bot = (("authorization", f"Bearer {await auth.issue_token(conn, 'curator/bot')}"),)
+    cheat = "6f1c2d3e-0000-4000-8000-00000000c0de"
+    before = log_position = projector.state.position
+    checked = NewEvent(check("fast", 1, passed=True, score=40.0, check_id=cheat), "system:verifier", verifier_version=1)
+    await append_all(log, [("check:cheat", checked)])
+    await fold_new(projector, log, log_position)
+    board = await stub.GetBoard(board_pb2.GetBoardRequest(version=1), metadata=alice)
+    assert [(e.route, e.score) for e in board.ranked][0] == ("fast", 40.0)
+
+    def ask(check_id=cheat, reason="outputs cached on pointers", reinstate=False):
+        return board_pb2.DisqualifyCheckRequest(check_id=check_id, reason=reason, reinstate=reinstate)
+
+    for who, words in ((alice, "maintainer role needed"), (bot, "only a maintainer in person")):
+        denied = await rpc_error(stub.DisqualifyCheck(ask(), metadata=who))
+        assert denied.code() == grpc.StatusCode.PERMISSION_DENIED and words in denied.details()
+    for request, code, words in (
+        (ask(reason="  "), grpc.StatusCode.INVALID_ARGUMENT, "a reason is required to disqualify a check"),
+        (ask(check_id="not-a-check"), grpc.StatusCode.INVALID_ARGUMENT, "is not a check id"),
+        (ask(check_id="6f1c2d3e-0000-4000-8000-000000000000"), grpc.StatusCode.NOT_FOUND, "no verified check"),
+        (ask(reinstate=True), grpc.StatusCode.FAILED_PRECONDITION, "not disqualified: nothing to reinstate"),
+    ):
+        refused = await rpc_error(stub.DisqualifyCheck(request, metadata=curator))
+        assert (refused.code(), words in refused.details()) == (code, True), refused.details()
+    assert [e async for e in log.read_all(projector.state.position)] == [], "a refused request appended an event"
+
+    done = await stub.DisqualifyCheck(ask(), metadata=curator)
+    await fold_new(projector, log, done.global_position - 1)
+    board = await stub.GetBoard(board_pb2.GetBoardRequest(version=1), metadata=alice)
+    assert [(e.route, e.score, e.check_id) for e in board.ranked] == [("tiled", 3.0, ""), ("fast", 2.5, "3")]
+    [marked] = [e for e in board.listed_beside if e.source == "disqualified"]
+    assert (marked.route, marked.score, marked.check_id) == ("fast", 40.0, cheat)  # kept, as evidence
+    assert (marked.reporter, marked.reason) == ("curator", "outputs cached on pointers")
+    assert "disqualified by curator: outputs cached on pointers" in render.render_board(board)
+    again = await rpc_error(stub.DisqualifyCheck(ask(), metadata=curator))
+    assert again.code() == grpc.StatusCode.FAILED_PRECONDITION and "disqualified already" in again.details()
+
+    back = await stub.DisqualifyCheck(ask(reason="the cache was the harness's", reinstate=True), metadata=curator)
+    await fold_new(projector, log, back.global_position - 1)
+    board = await stub.GetBoard(board_pb2.GetBoardRequest(version=1), metadata=alice)
+    assert [(e.route, e.score) for e in board.ranked][0] == ("fast", 40.0)
+    assert not [e for e in board.listed_beside if e.source == "disqualified"]
+    route = await stub.GetRoute(board_pb2.GetBoardRouteRequest(route="fast", version=1), metadata=alice)
+    assert [(r.kind, r.reporter, r.note) for r in route.boards[0].history[-2:]] == [
+        ("disqualified", "curator", "outputs cached on pointers"),
+        ("reinstated", "curator", "the cache was the harness's"),
+    ]
+    assert "reinstated by curator: the cache was the harness's" in render.render_route(route)
+    assert before < projector.state.position

@@ -11,7 +11,7 @@ from services.common.eventlog import NewEvent
 from .board_events import append_all, check, scenario
 
 
-async def run_kb(served, *argv, token="alice"):
+async def run_kb(served, *argv, token="alice", command=("board",)):
     """``kb board ARGV`` in its own process (the console entry point's module), signed in as ``token``."""
     env = {
         **os.environ,
@@ -20,7 +20,7 @@ async def run_kb(served, *argv, token="alice"):
         "PYTHONPATH": os.pathsep.join(sys.path),
     }
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "services.cli.main", "board", *argv, env=env, stdout=PIPE, stderr=PIPE
+        sys.executable, "-m", "services.cli.main", *command, *argv, env=env, stdout=PIPE, stderr=PIPE
     )
     out, err = await asyncio.wait_for(process.communicate(), 60)
     return process.returncode, out.decode(), err.decode()
@@ -75,3 +75,24 @@ async def test_kb_board_watch_prints_the_board_again_when_it_changes(served):
     finally:
         process.terminate()
         await process.wait()
+
+
+async def test_kb_admin_disqualify_and_reinstate_as_a_maintainer_signed_in(served):
+    cheat = "6f1c2d3e-0000-4000-8000-0000000000aa"
+    _, _, projector, log, _ = served
+    since = projector.state.position
+    checked = NewEvent(check("naive", 1, passed=True, score=7.0, check_id=cheat), "system:verifier", verifier_version=1)
+    await append_all(log, [("check:cheat", checked)])
+    for event in [e async for e in log.read_all(since)]:
+        async with log.pool.acquire() as conn, conn.transaction():
+            await projector.handle(conn, event)
+    admin = ("admin", "disqualify")
+    code, _, err = await run_kb(served, cheat, "--reason", "L2 trick", command=admin)
+    assert code == 1 and "PERMISSION_DENIED: maintainer role needed to disqualify" in err
+    code, out, _ = await run_kb(served, cheat, "--reason", "L2 trick", token="curator", command=admin)
+    assert code == 0 and out.startswith(f"check {cheat} disqualified on board 1 (log position ")
+    code, _, err = await run_kb(served, cheat, "--reason", "L2 trick", token="curator", command=admin)
+    assert code == 1 and err.strip() == f"kb: FAILED_PRECONDITION: check {cheat} is disqualified already"
+    reinstate = (cheat, "--reinstate", "--reason", "fine", "--json")
+    code, out, _ = await run_kb(served, *reinstate, token="curator", command=admin)
+    assert code == 0 and json.loads(out)["reinstated"] is True

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from kernelboard.v1 import events_pb2
 
 from services.board import codec, projection, views
-from services.board.projection import FAILED_CHECK, REPORTED_BY_MAINTAINER, VERIFIED
+from services.board.projection import DISQUALIFIED, FAILED_CHECK, REPORTED_BY_MAINTAINER, VERIFIED
 
 from .board_events import DAY_NS, START_NS, check, envelope, report, rules
 
@@ -32,6 +32,9 @@ def _step():
         st.tuples(st.just("report"), route, version, st.booleans(), score),
         st.tuples(st.just("status"), version, st.sampled_from(["saturated", "flawed", "active", "bogus"])),
         st.tuples(st.just("adopt"), route, version, st.booleans()),
+        # a maintainer disqualifies (or reinstates) one of the checks so far, by its index; or a check not yet seen
+        st.tuples(st.just("disqualify"), st.integers(0, 12), st.booleans()),
+        st.tuples(st.just("disqualify"), st.integers(0, 12), st.booleans()),
         st.tuples(st.just("wait"), st.integers(0, 20)),
     )
 
@@ -39,6 +42,7 @@ def _step():
 def build_log(steps, holes):
     """Envelopes for the steps, positions increasing (with holes, as a sequence leaves them), time moving on."""
     events, position, now, version = [], 0, START_NS, 0
+    checks = []  # (check id, route, benchmark version) of each check so far
     for i, step in enumerate(steps):
         position += 1 + holes[i % len(holes)]
         now += 60 * 1_000_000_000
@@ -83,6 +87,7 @@ def build_log(steps, holes):
                 check_id=f"check-{position}",
             )
             events.append(envelope(position, payload, actor="system:verifier", at_ns=now, verifier_version=verifier))
+            checks.append((payload.check_id, route, v))
         elif kind == "report":
             _, route, v, by_maintainer, score = step
             reporter = "curator" if by_maintainer else "alice"
@@ -94,6 +99,14 @@ def build_log(steps, holes):
         elif kind == "adopt":
             payload = events_pb2.RouteAdopted(route=step[1], benchmark_version=step[2], adopted=step[3])
             events.append(envelope(position, payload, at_ns=now))
+        elif kind == "disqualify":
+            _, index, disqualified = step
+            # Index 0, or past the checks so far: a check folded later (the verdict came first), on route "fast".
+            check_id, route, v = checks[index - 1] if 0 < index <= len(checks) else (f"check-{position + 1}", "fast", 0)
+            payload = events_pb2.CheckDisqualified(
+                check_id=check_id, route=route, benchmark_version=v, reason="cached outputs", disqualified=disqualified
+            )
+            events.append(envelope(position, payload, actor="curator", at_ns=now))
     return events
 
 
@@ -180,16 +193,27 @@ def test_ranking_is_sorted_ties_by_position_and_only_counted_scores_rank(events)
             if row.source == FAILED_CHECK:
                 assert not by_position[row.global_position].check_completed.passed
                 assert row.reason
+            if row.source == DISQUALIFIED:
+                assert by_position[row.global_position].check_completed.passed
+                assert (row.reporter, row.reason) == ("curator", "cached outputs")
+        disqualified = {r.check_id for r in view.listed_beside if r.source == DISQUALIFIED}
+        assert not disqualified & {r.check_id for r in rows}, "a disqualified check ranked"
 
 
 @settings(max_examples=300, deadline=None)
 @given(events=logs)
 def test_a_routes_verified_entry_is_its_best_counted_check_earliest_on_ties(events):
-    """An oracle written apart from the fold: per board and route, the best accepted passing finite score."""
+    """An oracle written apart from the fold: per board and route, the best accepted passing finite score among the
+    checks whose latest verdict (if any) is not a disqualification, whenever that verdict came."""
     accepted: dict[int, tuple[int, ...]] = {}
     in_force = 0
-    best: dict[tuple[int, str], tuple[float, int]] = {}
+    passes: list[tuple[int, str, str, float, int]] = []  # (board, route, check id, score, position)
+    verdicts: dict[tuple[int, str, str], bool] = {}
     for event in events:
+        if event.HasField("check_disqualified"):
+            d = event.check_disqualified
+            if d.benchmark_version or in_force:
+                verdicts[d.benchmark_version or in_force, d.route, d.check_id] = d.disqualified
         if event.HasField("rules_approved"):
             v = event.rules_approved.benchmark_version
             in_force = max(in_force, v)
@@ -202,9 +226,13 @@ def test_a_routes_verified_entry_is_its_best_counted_check_earliest_on_ties(even
             versions = accepted.get(v, ())
             if versions and event.verifier_version not in versions:
                 continue
-            key = (v, c.route)
-            if key not in best or c.score > best[key][0]:
-                best[key] = (c.score, event.global_position)
+            passes.append((v, c.route, c.check_id, c.score, event.global_position))
+    best: dict[tuple[int, str], tuple[float, int]] = {}
+    for v, route, check_id, score, position in passes:
+        if verdicts.get((v, route, check_id)):
+            continue
+        if (v, route) not in best or score > best[v, route][0]:
+            best[v, route] = (score, position)
     state = projection.fold(events)
     found = {
         (v, route): (r.verified.score, r.verified.position)

@@ -10,7 +10,7 @@ from contracts import access, names
 from contracts.access import AGENT, MAINTAINER, MEMBER, PERSON, SERVICE, SIGNED_IN, Action, Actor, Target
 
 ARCHITECTURE = Path(__file__).resolve().parents[2] / "docs" / "ARCHITECTURE.md"
-MAINTAINERS_OWN_ACTS = (Action.WRITE_MAIN, Action.MERGE_PULL, Action.APPROVE_RULES)
+MAINTAINERS_OWN_ACTS = (Action.WRITE_MAIN, Action.MERGE_PULL, Action.APPROVE_RULES, Action.DISQUALIFY)
 
 person_names = st.sampled_from(["alice", "bob", "curator", "max"])
 roles = st.sampled_from([0, SIGNED_IN, MEMBER, MAINTAINER])

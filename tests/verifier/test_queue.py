@@ -6,6 +6,7 @@ import contextlib
 
 from kernelboard.v1 import events_pb2
 
+from contracts import names
 from contracts.metrics import VERIFIER_VERSION
 from services.common.consumer import Consumer
 from services.common.eventlog import NewEvent
@@ -32,7 +33,7 @@ def consumer(log, settings, queue, name="verifier") -> Consumer:
 
 
 async def stream_types(log, check_id: str) -> list[str]:
-    return [e.type for e in await log.read_stream(domain.check_stream(check_id))]
+    return [e.type for e in await log.read_stream(names.check_stream(check_id))]
 
 
 async def test_each_check_of_a_route_commit_is_queued_once_even_when_the_commit_is_redelivered(
@@ -50,7 +51,7 @@ async def test_each_check_of_a_route_commit_is_queued_once_even_when_the_commit_
         ("queued", route, rules_commit, trigger)
     }
     for row in rows:
-        [requested] = await log.read_stream(domain.check_stream(row.item.check_id))
+        [requested] = await log.read_stream(names.check_stream(row.item.check_id))
         assert requested.check_requested.check_id == row.item.check_id
         assert requested.check_requested.trigger_event_id == trigger
 

@@ -275,6 +275,16 @@ class SetBenchmarkStatusRequest(_message.Message):
     reason: str
     def __init__(self, version: _Optional[int] = ..., status: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
+class DisqualifyCheckRequest(_message.Message):
+    __slots__ = ("check_id", "reason", "reinstate")
+    CHECK_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    REINSTATE_FIELD_NUMBER: _ClassVar[int]
+    check_id: str
+    reason: str
+    reinstate: bool
+    def __init__(self, check_id: _Optional[str] = ..., reason: _Optional[str] = ..., reinstate: _Optional[bool] = ...) -> None: ...
+
 class BoardChangeReply(_message.Message):
     __slots__ = ("version", "global_position")
     VERSION_FIELD_NUMBER: _ClassVar[int]

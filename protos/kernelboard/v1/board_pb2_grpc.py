@@ -80,6 +80,11 @@ class BoardStub:
                 request_serializer=kernelboard_dot_v1_dot_board__pb2.SetBenchmarkStatusRequest.SerializeToString,
                 response_deserializer=kernelboard_dot_v1_dot_board__pb2.BoardChangeReply.FromString,
                 _registered_method=True)
+        self.DisqualifyCheck = channel.unary_unary(
+                '/kernelboard.v1.Board/DisqualifyCheck',
+                request_serializer=kernelboard_dot_v1_dot_board__pb2.DisqualifyCheckRequest.SerializeToString,
+                response_deserializer=kernelboard_dot_v1_dot_board__pb2.BoardChangeReply.FromString,
+                _registered_method=True)
 
 
 class BoardServicer:
@@ -156,6 +161,16 @@ class BoardServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DisqualifyCheck(self, request, context):
+        """A maintainer in person: disqualify a verified check after the fact, with the reason, or reinstate it (appends
+        CheckDisqualified). The check leaves the ranking and is listed beside, marked disqualified, with the reason.
+        Statuses: INVALID_ARGUMENT (a bad check id, a missing or bad reason), PERMISSION_DENIED, NOT_FOUND (no verified
+        check of that id on any board), FAILED_PRECONDITION (disqualified already, or not disqualified to reinstate)
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BoardServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -197,6 +212,11 @@ def add_BoardServicer_to_server(servicer, server):
             'SetBenchmarkStatus': grpc.unary_unary_rpc_method_handler(
                     servicer.SetBenchmarkStatus,
                     request_deserializer=kernelboard_dot_v1_dot_board__pb2.SetBenchmarkStatusRequest.FromString,
+                    response_serializer=kernelboard_dot_v1_dot_board__pb2.BoardChangeReply.SerializeToString,
+            ),
+            'DisqualifyCheck': grpc.unary_unary_rpc_method_handler(
+                    servicer.DisqualifyCheck,
+                    request_deserializer=kernelboard_dot_v1_dot_board__pb2.DisqualifyCheckRequest.FromString,
                     response_serializer=kernelboard_dot_v1_dot_board__pb2.BoardChangeReply.SerializeToString,
             ),
     }
@@ -421,6 +441,33 @@ class Board:
             target,
             '/kernelboard.v1.Board/SetBenchmarkStatus',
             kernelboard_dot_v1_dot_board__pb2.SetBenchmarkStatusRequest.SerializeToString,
+            kernelboard_dot_v1_dot_board__pb2.BoardChangeReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DisqualifyCheck(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kernelboard.v1.Board/DisqualifyCheck',
+            kernelboard_dot_v1_dot_board__pb2.DisqualifyCheckRequest.SerializeToString,
             kernelboard_dot_v1_dot_board__pb2.BoardChangeReply.FromString,
             options,
             channel_credentials,

@@ -60,7 +60,7 @@ REVIEW_VERDICT_REQUEST_CHANGES: ReviewVerdict
 REVIEW_VERDICT_COMMENT: ReviewVerdict
 
 class Event(_message.Message):
-    __slots__ = ("event_id", "stream", "stream_version", "global_position", "type", "occurred_at", "actor", "verifier_version", "principal_registered", "route_started", "commit_ingested", "metrics_reported", "rules_approved", "job_submitted", "job_held", "job_released", "job_state_changed", "job_finished", "job_result_committed", "check_requested", "check_completed", "benchmark_status_changed", "route_adopted", "pull_request_opened", "pull_request_reviewed", "pull_request_merged", "event_dead_lettered", "issue_opened", "issue_closed", "issue_reopened", "comment_added", "join_requested", "join_decided", "role_changed")
+    __slots__ = ("event_id", "stream", "stream_version", "global_position", "type", "occurred_at", "actor", "verifier_version", "principal_registered", "route_started", "commit_ingested", "metrics_reported", "rules_approved", "job_submitted", "job_held", "job_released", "job_state_changed", "job_finished", "job_result_committed", "check_requested", "check_completed", "benchmark_status_changed", "route_adopted", "pull_request_opened", "pull_request_reviewed", "pull_request_merged", "event_dead_lettered", "issue_opened", "issue_closed", "issue_reopened", "comment_added", "join_requested", "join_decided", "role_changed", "check_disqualified")
     EVENT_ID_FIELD_NUMBER: _ClassVar[int]
     STREAM_FIELD_NUMBER: _ClassVar[int]
     STREAM_VERSION_FIELD_NUMBER: _ClassVar[int]
@@ -95,6 +95,7 @@ class Event(_message.Message):
     JOIN_REQUESTED_FIELD_NUMBER: _ClassVar[int]
     JOIN_DECIDED_FIELD_NUMBER: _ClassVar[int]
     ROLE_CHANGED_FIELD_NUMBER: _ClassVar[int]
+    CHECK_DISQUALIFIED_FIELD_NUMBER: _ClassVar[int]
     event_id: str
     stream: str
     stream_version: int
@@ -129,7 +130,8 @@ class Event(_message.Message):
     join_requested: JoinRequested
     join_decided: JoinDecided
     role_changed: RoleChanged
-    def __init__(self, event_id: _Optional[str] = ..., stream: _Optional[str] = ..., stream_version: _Optional[int] = ..., global_position: _Optional[int] = ..., type: _Optional[str] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., actor: _Optional[str] = ..., verifier_version: _Optional[int] = ..., principal_registered: _Optional[_Union[PrincipalRegistered, _Mapping]] = ..., route_started: _Optional[_Union[RouteStarted, _Mapping]] = ..., commit_ingested: _Optional[_Union[CommitIngested, _Mapping]] = ..., metrics_reported: _Optional[_Union[MetricsReported, _Mapping]] = ..., rules_approved: _Optional[_Union[RulesApproved, _Mapping]] = ..., job_submitted: _Optional[_Union[JobSubmitted, _Mapping]] = ..., job_held: _Optional[_Union[JobHeld, _Mapping]] = ..., job_released: _Optional[_Union[JobReleased, _Mapping]] = ..., job_state_changed: _Optional[_Union[JobStateChanged, _Mapping]] = ..., job_finished: _Optional[_Union[JobFinished, _Mapping]] = ..., job_result_committed: _Optional[_Union[JobResultCommitted, _Mapping]] = ..., check_requested: _Optional[_Union[CheckRequested, _Mapping]] = ..., check_completed: _Optional[_Union[CheckCompleted, _Mapping]] = ..., benchmark_status_changed: _Optional[_Union[BenchmarkStatusChanged, _Mapping]] = ..., route_adopted: _Optional[_Union[RouteAdopted, _Mapping]] = ..., pull_request_opened: _Optional[_Union[PullRequestOpened, _Mapping]] = ..., pull_request_reviewed: _Optional[_Union[PullRequestReviewed, _Mapping]] = ..., pull_request_merged: _Optional[_Union[PullRequestMerged, _Mapping]] = ..., event_dead_lettered: _Optional[_Union[EventDeadLettered, _Mapping]] = ..., issue_opened: _Optional[_Union[IssueOpened, _Mapping]] = ..., issue_closed: _Optional[_Union[IssueClosed, _Mapping]] = ..., issue_reopened: _Optional[_Union[IssueReopened, _Mapping]] = ..., comment_added: _Optional[_Union[CommentAdded, _Mapping]] = ..., join_requested: _Optional[_Union[JoinRequested, _Mapping]] = ..., join_decided: _Optional[_Union[JoinDecided, _Mapping]] = ..., role_changed: _Optional[_Union[RoleChanged, _Mapping]] = ...) -> None: ...
+    check_disqualified: CheckDisqualified
+    def __init__(self, event_id: _Optional[str] = ..., stream: _Optional[str] = ..., stream_version: _Optional[int] = ..., global_position: _Optional[int] = ..., type: _Optional[str] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., actor: _Optional[str] = ..., verifier_version: _Optional[int] = ..., principal_registered: _Optional[_Union[PrincipalRegistered, _Mapping]] = ..., route_started: _Optional[_Union[RouteStarted, _Mapping]] = ..., commit_ingested: _Optional[_Union[CommitIngested, _Mapping]] = ..., metrics_reported: _Optional[_Union[MetricsReported, _Mapping]] = ..., rules_approved: _Optional[_Union[RulesApproved, _Mapping]] = ..., job_submitted: _Optional[_Union[JobSubmitted, _Mapping]] = ..., job_held: _Optional[_Union[JobHeld, _Mapping]] = ..., job_released: _Optional[_Union[JobReleased, _Mapping]] = ..., job_state_changed: _Optional[_Union[JobStateChanged, _Mapping]] = ..., job_finished: _Optional[_Union[JobFinished, _Mapping]] = ..., job_result_committed: _Optional[_Union[JobResultCommitted, _Mapping]] = ..., check_requested: _Optional[_Union[CheckRequested, _Mapping]] = ..., check_completed: _Optional[_Union[CheckCompleted, _Mapping]] = ..., benchmark_status_changed: _Optional[_Union[BenchmarkStatusChanged, _Mapping]] = ..., route_adopted: _Optional[_Union[RouteAdopted, _Mapping]] = ..., pull_request_opened: _Optional[_Union[PullRequestOpened, _Mapping]] = ..., pull_request_reviewed: _Optional[_Union[PullRequestReviewed, _Mapping]] = ..., pull_request_merged: _Optional[_Union[PullRequestMerged, _Mapping]] = ..., event_dead_lettered: _Optional[_Union[EventDeadLettered, _Mapping]] = ..., issue_opened: _Optional[_Union[IssueOpened, _Mapping]] = ..., issue_closed: _Optional[_Union[IssueClosed, _Mapping]] = ..., issue_reopened: _Optional[_Union[IssueReopened, _Mapping]] = ..., comment_added: _Optional[_Union[CommentAdded, _Mapping]] = ..., join_requested: _Optional[_Union[JoinRequested, _Mapping]] = ..., join_decided: _Optional[_Union[JoinDecided, _Mapping]] = ..., role_changed: _Optional[_Union[RoleChanged, _Mapping]] = ..., check_disqualified: _Optional[_Union[CheckDisqualified, _Mapping]] = ...) -> None: ...
 
 class PrincipalRegistered(_message.Message):
     __slots__ = ("name", "kind", "owner", "role")
@@ -456,6 +458,22 @@ class RouteAdopted(_message.Message):
     adopted: bool
     note: str
     def __init__(self, route: _Optional[str] = ..., benchmark_version: _Optional[int] = ..., adopted: _Optional[bool] = ..., note: _Optional[str] = ...) -> None: ...
+
+class CheckDisqualified(_message.Message):
+    __slots__ = ("check_id", "route", "sha", "benchmark_version", "reason", "disqualified")
+    CHECK_ID_FIELD_NUMBER: _ClassVar[int]
+    ROUTE_FIELD_NUMBER: _ClassVar[int]
+    SHA_FIELD_NUMBER: _ClassVar[int]
+    BENCHMARK_VERSION_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    DISQUALIFIED_FIELD_NUMBER: _ClassVar[int]
+    check_id: str
+    route: str
+    sha: str
+    benchmark_version: int
+    reason: str
+    disqualified: bool
+    def __init__(self, check_id: _Optional[str] = ..., route: _Optional[str] = ..., sha: _Optional[str] = ..., benchmark_version: _Optional[int] = ..., reason: _Optional[str] = ..., disqualified: _Optional[bool] = ...) -> None: ...
 
 class PullRequestOpened(_message.Message):
     __slots__ = ("number", "route", "head_sha", "base_ref", "title", "author", "body")
