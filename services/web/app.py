@@ -210,11 +210,15 @@ async def boards_page(request: web.Request) -> web.Response:
 
 
 def placing_check(part):
-    """The check a route's board part shows per problem: the one that places it, else the latest (None: none)."""
+    """The check a route's board part shows per problem, and why that one: the check that ranks the route, else the
+    one listed beside for it, else the latest; (None, "") when it has no check."""
     checks = [r for r in part.history if r.kind == "check"]
-    placing = {e.global_position for e in part.entries}
-    shown = next((r for r in reversed(checks) if r.global_position in placing), checks[-1] if checks else None)
-    return shown, shown is not None and shown.global_position in placing
+    for ranked in (True, False):
+        placing = {e.global_position for e in part.entries if bool(e.rank) == ranked}
+        shown = next((r for r in reversed(checks) if r.global_position in placing), None)
+        if shown is not None:
+            return shown, "the check that ranks it" if ranked else "the check listed beside, unranked"
+    return (checks[-1], "the latest check") if checks else (None, "")
 
 
 async def route_page(request: web.Request) -> web.Response:
@@ -224,13 +228,13 @@ async def route_page(request: web.Request) -> web.Response:
         newest = (await request.app[FEEDS].board(0)).version
     parts = []
     for part in route.boards:
-        shown, places = placing_check(part)
+        shown, why_shown = placing_check(part)
         parts.append(
             {
                 "board": part,
                 "earlier": part.version != newest,
                 "shown": shown,
-                "shown_places": places,
+                "why_shown": why_shown,
                 "chart": chart.speedup_chart(shown.subtasks) if shown is not None else None,
             }
         )

@@ -1,5 +1,5 @@
-"""Screenshots of the web board's three pages for docs/web/ (the README links them), taken in Debian's headless
-Chromium from the tests' own stack: the board, a route, an earlier board.
+"""Screenshots of the web board's four pages for docs/web/ (the README links them), taken in Debian's headless
+Chromium from the tests' own stack: the board, a route, a check, an earlier board.
 
     PYTHONPATH=$PWD:$PWD/protos .venv/bin/python -m tests.web.screenshots docs/web
 """
@@ -16,7 +16,12 @@ from services.common.eventlog import NewEvent
 from tests.web.conftest import CHROMIUM, web_stack
 from tests.web.web_events import at, checked, seeded, started
 
-PAGES = (("/", "board.png"), ("/route/fast", "route.png"), ("/board/1", "earlier-board.png"))
+PAGES = (
+    ("/", "board.png"),
+    ("/route/fast", "route.png"),
+    ("/route/fast/check/202", "check.png"),
+    ("/board/1", "earlier-board.png"),
+)
 
 
 def fuller_board():

@@ -207,4 +207,4 @@ async def test_the_route_page_shows_checks_over_time_and_each_problem_against_th
     assert await chart.locator(".row").count() == len(PROBLEMS)
     assert await chart.locator(".row.baseline").count() == 1  # hinge_loss, not submitted
     assert await chart.locator(".floor").count() == len(PROBLEMS) - 1
-    assert "the check that places it" in await page.inner_text("#board-2 h3")
+    assert "the check that ranks it" in await page.inner_text("#board-2 h3")

@@ -69,6 +69,7 @@ async def test_every_page_is_public_and_says_how_it_may_be_used(stack):
 async def test_a_route_page_words_what_is_listed_beside_as_kb_board_does(stack, route, line):
     status, body, _ = await get(stack, f"/route/{route}")
     assert status == 200
+    assert "(the check listed beside, unranked)" in body  # never "the check that places it": it does not rank
     text = " ".join(re.sub(r"<[^>]+>", " ", body).split()).replace("&#39;", "'")
     assert line in text
 
