@@ -257,11 +257,21 @@ def test_matmul_rejects_mismatched_shapes():
         load_route("matmul").ModelNew()(torch.rand(3, 4), torch.rand(5, 6))
 
 
-@pytest.mark.parametrize("variant", ["interpret_one_dot", "interpret_one_dot_a", "interpret_one_dot_a_ptr"])
+@pytest.mark.parametrize(
+    "variant",
+    [
+        "interpret_one_dot",
+        "interpret_one_dot_a",
+        "interpret_one_dot_a_ptr",
+        "interpret_one_dot_a_carry",
+        "interpret_one_dot_a_carry_ptr",
+    ],
+)
 @pytest.mark.parametrize("m,k,n", [(33, 20, 44), (1, 1, 1), (64, 64, 64), (17, 7, 9)])
 def test_matmul_one_dot_paths(m, k, n, variant, gen):
-    """One dot per step over the halves: A split by the pass or (one_dot_a) in registers at each step, by TMA or
-    pointer loads; ragged K tiles, K not a multiple of 4 (no descriptor: the pointer kernel)."""
+    """One dot per step over the halves: A split by the pass or (one_dot_a) in registers at each step, loaded at
+    each step or once a K tile (carry), B by TMA or pointer loads; ragged K tiles, K not a multiple of 4 (no
+    descriptor: the pointer kernel)."""
     a = torch.randn(m, k, generator=gen)
     b = torch.randn(k, n, generator=gen)
     out = load_route("matmul").matmul_3xtf32(a, b, variant)
