@@ -61,6 +61,11 @@ class Actor:
         return self.role == MAINTAINER and not self.via_host
 
     @property
+    def is_member(self) -> bool:
+        """A project member or more (a maintainer is a member too)."""
+        return self.role >= MEMBER
+
+    @property
     def in_person(self) -> bool:
         return self.kind == PERSON and not self.via_host
 
@@ -341,6 +346,24 @@ def write_action(ref_kind: str) -> Action:
 def held(actor: Actor) -> bool:
     """A job waits held (JobHeldAdmin) for a maintainer's release unless its submitter is a member or more."""
     return actor.role < MEMBER
+
+
+def is_role(role: object) -> bool:
+    """Whether ``role`` is one a person or a service may be given (signed-in, member or maintainer)."""
+    return role in ROLE_NAMES
+
+
+def has_role_of_its_own(role: int | None) -> bool:
+    """Whether a role was given; an agent must have none (it takes its owner's)."""
+    return role not in (events_pb2.ROLE_UNSPECIFIED, None)
+
+
+def registered_as(principal, kind: int, owner: str, role: int | None) -> bool:
+    """Whether a stored principal (name, kind, owner, role) is the one asked for; an agent's role is its owner's,
+    so only its kind and owner count."""
+    if kind == AGENT:
+        return (principal.kind, principal.owner) == (kind, owner)
+    return (principal.kind, principal.owner, principal.role) == (kind, owner, role)
 
 
 def owner_of(actor: Actor) -> str:

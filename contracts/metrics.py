@@ -26,6 +26,8 @@ import math
 from dataclasses import dataclass
 
 VERIFIER_VERSION = 1
+# A check's exit status, which the verifier reads beside its metrics file: passed, a guardrail broken, could not run.
+EXIT_PASSED, EXIT_BROKEN, EXIT_COULD_NOT_RUN = 0, 1, 2
 
 MAX_BYTES = 4 * 1024 * 1024  # what a metrics file may put into the log; it is written by code that runs kernels
 MAX_SUBTASKS = 64

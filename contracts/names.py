@@ -14,6 +14,8 @@ import unicodedata
 import uuid
 from dataclasses import dataclass
 
+from kernelboard.v1 import events_pb2
+
 from contracts.refusals import Refusal, clip, invalid
 
 
@@ -66,6 +68,9 @@ PROBLEM = _grammar(
 )
 OBJECT_ID = _grammar("object id", r"[0-9a-f]{40}", "40 lowercase hexadecimal digits (a full git SHA-1)", 40)
 PULL_NUMBER_MAX = 2**31 - 1
+TOKEN_PREFIX = "kb_"
+TOKEN = _grammar("token", r"kb_[A-Za-z0-9_-]{43}", "kb_ and 43 characters of A-Z, a-z, 0-9, '_' and '-'", 46)
+TOKEN_HASH = _grammar("token hash", r"[0-9a-f]{64}", "64 lowercase hexadecimal digits (a SHA-256)", 64)
 
 MAIN_REF = "refs/heads/main"
 CHECKS_TAG = "refs/tags/checks"
@@ -132,11 +137,36 @@ def principal(value: object, field: str = "principal") -> str:
     raise invalid("bad_principal", f"{field} {clip(value)}: a person, <person>/<agent> or system:<name>")
 
 
+def agent_owner(name: str) -> str:
+    """The person an agent's name says it acts for: ``alice`` of ``alice/bot`` (check the name first)."""
+    return name.partition("/")[0]
+
+
 def principal_kind(name: str) -> str:
     """'person', 'agent' or 'service' for a well-formed principal name (check it first)."""
     if name.startswith(SERVICE_PREFIX):
         return "service"
     return "agent" if "/" in name else "person"
+
+
+# The short forms a person types and a clone's branches are named by: main, checks, routes/<r>, jobs/<id>,
+# heads/<b>, tags/<t>, pull/<n>/head; a name under refs/ is already full.
+_SHORT_FORMS = {"main": MAIN_REF, "checks": CHECKS_TAG}
+_SHORT_PREFIXES = ("heads/", "tags/", "jobs/", "pull/")
+
+
+def full_ref(name: str) -> str:
+    """The full ref a short form names (``routes/x`` -> ``refs/heads/routes/x``); not checked: ``ref`` checks."""
+    if name.startswith("refs/"):
+        return name
+    if name in _SHORT_FORMS:
+        return _SHORT_FORMS[name]
+    return "refs/" + name if name.startswith(_SHORT_PREFIXES) else "refs/heads/" + name
+
+
+def route_branch(name: str) -> str:
+    """A route's branch in a clone, the short form of its ref: ``routes/<route>``."""
+    return ROUTE_PREFIX.removeprefix("refs/heads/") + name
 
 
 @dataclass(frozen=True)
@@ -152,27 +182,44 @@ class Ref:
     @property
     def stream(self) -> str:
         """The event stream whose events concern this ref."""
-        return {
-            "route": f"route:{self.route}",
-            "pull": f"pull:{self.pull_number}",
-            "job": f"job:{self.job_id}",
-        }.get(self.kind, "rules" if self.kind == "checks" else "main")
+        if self.kind == "route":
+            return route_stream(self.route)
+        if self.kind == "pull":
+            return pull_stream(self.pull_number)
+        if self.kind == "job":
+            return job_stream(self.job_id)
+        return RULES_STREAM if self.kind == "checks" else MAIN_STREAM
+
+    @property
+    def commit_kind(self) -> int:
+        """The events' CommitKind of a commit on this ref."""
+        return _COMMIT_KINDS[self.kind]
 
 
-def ref(value: object, field: str = "ref") -> Ref:
-    """Parse a full hosted ref name, or refuse it naming the rule."""
+_COMMIT_KINDS = {
+    "main": events_pb2.COMMIT_KIND_MAIN,
+    "checks": events_pb2.COMMIT_KIND_TAG,
+    "route": events_pb2.COMMIT_KIND_ROUTE,
+    "pull": events_pb2.COMMIT_KIND_PULL,
+    "job": events_pb2.COMMIT_KIND_JOB,
+}
+
+
+def ref(value: object, field: str = "ref", *, short_forms: bool = False) -> Ref:
+    """Parse a full hosted ref name (or, with ``short_forms``, a short form of one), or refuse it naming the rule."""
     if isinstance(value, str) and len(value) <= REF_MAX_CHARS:
-        if value == MAIN_REF:
-            return Ref(value, "main")
-        if value == CHECKS_TAG:
-            return Ref(value, "checks")
-        if value.startswith(ROUTE_PREFIX) and ROUTE.matches(value[len(ROUTE_PREFIX) :]):
-            return Ref(value, "route", route=value[len(ROUTE_PREFIX) :])
-        if value.startswith(JOB_PREFIX) and JOB_ID.matches(value[len(JOB_PREFIX) :]):
-            return Ref(value, "job", job_id=value[len(JOB_PREFIX) :])
-        match = re.fullmatch(r"refs/pull/([1-9][0-9]{0,9})/head", value)
+        name = full_ref(value) if short_forms else value
+        if name == MAIN_REF:
+            return Ref(name, "main")
+        if name == CHECKS_TAG:
+            return Ref(name, "checks")
+        if name.startswith(ROUTE_PREFIX) and ROUTE.matches(name[len(ROUTE_PREFIX) :]):
+            return Ref(name, "route", route=name[len(ROUTE_PREFIX) :])
+        if name.startswith(JOB_PREFIX) and JOB_ID.matches(name[len(JOB_PREFIX) :]):
+            return Ref(name, "job", job_id=name[len(JOB_PREFIX) :])
+        match = re.fullmatch(r"refs/pull/([1-9][0-9]{0,9})/head", name)
         if match and int(match[1]) <= PULL_NUMBER_MAX:
-            return Ref(value, "pull", pull_number=int(match[1]))
+            return Ref(name, "pull", pull_number=int(match[1]))
     raise invalid("bad_ref", f"{field} {clip(value)}: {REF_RULE}")
 
 
@@ -188,9 +235,66 @@ def pull_ref(number: int) -> str:
     return f"{PULL_PREFIX}{number}/head"
 
 
+# --- a route's folder in the tree ----------------------------------------------------------------------------------
+
+ROUTES_DIR = "routes"
+METRICS_FILE = "metrics.json"
+
+
+def route_dir(name: str) -> str:
+    """The folder a route's commits may change: ``routes/<route>`` (its paths start with this and a '/')."""
+    return f"{ROUTES_DIR}/{name}"
+
+
+def route_file(name: str, file: str) -> str:
+    return f"{route_dir(name)}/{file}"
+
+
+def route_metrics_path(name: str) -> str:
+    """Where a route reports its own measurements: ``routes/<route>/metrics.json``."""
+    return route_file(name, METRICS_FILE)
+
+
+# --- event streams and their NATS subjects -------------------------------------------------------------------------
+
+MAIN_STREAM = "main"
+RULES_STREAM = "rules"
+
+
+def route_stream(name: str) -> str:
+    return f"route:{name}"
+
+
+def job_stream(job: str) -> str:
+    return f"job:{job}"
+
+
+def pull_stream(number: int) -> str:
+    return f"pull:{number}"
+
+
+def issue_stream(number: int) -> str:
+    return f"issue:{number}"
+
+
 def check_stream(check_id: str) -> str:
     """A check's stream in the log: its request, its result, and any maintainer's verdict on it afterwards."""
     return f"check:{check_id}"
+
+
+def deadletter_stream(consumer: str) -> str:
+    """Where a consumer's dead letters are recorded."""
+    return f"deadletter:{consumer}"
+
+
+def event_subject(prefix: str, event_type: str) -> str:
+    """The NATS subject an event of this type is published on: ``<prefix>.<EventType>``."""
+    return f"{prefix}.{event_type}"
+
+
+def every_event_subject(prefix: str) -> str:
+    """The NATS subject filter that matches every event type under ``prefix``."""
+    return f"{prefix}.>"
 
 
 STREAM_MAX_CHARS = 160
@@ -251,6 +355,26 @@ def is_ref(value: object) -> bool:
 
 
 __all__ = [
+    "route_stream",
+    "route_metrics_path",
+    "route_file",
+    "route_dir",
+    "route_branch",
+    "pull_stream",
+    "job_stream",
+    "issue_stream",
+    "full_ref",
+    "every_event_subject",
+    "event_subject",
+    "deadletter_stream",
+    "agent_owner",
+    "TOKEN_PREFIX",
+    "TOKEN_HASH",
+    "TOKEN",
+    "RULES_STREAM",
+    "ROUTES_DIR",
+    "MAIN_STREAM",
+    "METRICS_FILE",
     "AGENT",
     "CHECKS_TAG",
     "JOB_ID",

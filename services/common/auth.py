@@ -23,7 +23,6 @@ import asyncio
 import contextlib
 import contextvars
 import hashlib
-import re
 import secrets
 import weakref
 from collections import OrderedDict
@@ -37,19 +36,14 @@ from grpc_health.v1 import health_pb2
 from grpc_reflection.v1alpha import reflection
 from kernelboard.v1 import events_pb2
 
+from contracts import access, names
 from contracts.access import KIND_NAMES, ROLE_NAMES, Actor
 from services.common import metrics
 from services.common.eventlog import NewEvent
 from services.common.grpcserver import HandlerWrappers
 from services.common.logs import bind_ids, get_logger
 
-TOKEN_PREFIX = "kb_"
-_TOKEN_RE = re.compile(r"^kb_[A-Za-z0-9_-]{43}$")
-_HASH_RE = re.compile(r"^[0-9a-f]{64}$")
-_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
-_PERSON_RE = re.compile(rf"^{_NAME}$")
-_SERVICE_RE = re.compile(rf"^system:{_NAME}$")  # service identities, e.g. system:scheduler
-_AGENT_RE = re.compile(rf"^({_NAME})/{_NAME}$")
+TOKEN_PREFIX = names.TOKEN_PREFIX
 
 PERSON, AGENT, SERVICE = (
     events_pb2.PRINCIPAL_KIND_PERSON,
@@ -139,21 +133,20 @@ def new_token() -> str:
 def check_principal(name: str, kind: int, owner: str, role: int) -> tuple[str, int | None]:
     """The owner and stored role for a new principal, or ValueError naming what is wrong."""
     if kind == AGENT:
-        match = _AGENT_RE.fullmatch(name)  # fullmatch: `$` also matches before a trailing newline
-        if not match:
+        if not names.AGENT.matches(name):
             raise ValueError(f"agent name {name!r} must be <owner>/<agent>, each letters, digits, . _ - (max 64)")
-        if owner != match.group(1):
+        if owner != names.agent_owner(name):
             raise ValueError(f"agent {name!r} must be named after its owner: {owner}/<agent>")
-        if role not in (events_pb2.ROLE_UNSPECIFIED, None):
+        if access.has_role_of_its_own(role):
             raise ValueError(f"agent {name!r} takes its owner's role; give no role of its own")
         return owner, None
     if kind not in (PERSON, SERVICE):
         raise ValueError(f"unknown principal kind {kind}")
-    if not _PERSON_RE.fullmatch(name) and not (kind == SERVICE and _SERVICE_RE.fullmatch(name)):
+    if not names.PERSON.matches(name) and not (kind == SERVICE and names.SERVICE.matches(name)):
         raise ValueError(f"name {name!r} must be letters, digits, . _ - (max 64), starting with a letter or digit")
     if owner not in ("", name):
         raise ValueError(f"only agents have an owner; {name!r} is a {KIND_NAMES[kind]}")
-    if role not in ROLE_NAMES:
+    if not access.is_role(role):
         raise ValueError(f"{name!r} needs a role: {', '.join(ROLE_NAMES.values())}")
     return name, role
 
@@ -213,7 +206,7 @@ async def issue_token(conn, principal_name: str, *, ttl: timedelta | None = None
 
 async def revoke_token(conn, token_or_hash: str) -> None:
     """Revoke by the plain token or its sha256 hex; revoking twice keeps the first revocation time."""
-    token_hash = token_or_hash if _HASH_RE.fullmatch(token_or_hash) else hash_token(token_or_hash)
+    token_hash = token_or_hash if names.TOKEN_HASH.matches(token_or_hash) else hash_token(token_or_hash)
     found = await conn.fetchval(
         "UPDATE api_tokens SET revoked_at = coalesce(revoked_at, now()) WHERE token_hash = $1 RETURNING principal",
         token_hash,
@@ -265,7 +258,7 @@ class SignIn:
 
 def well_formed_token_hash(token: str) -> str:
     """The hash of a token of the right shape, or AuthError (malformed) before any lookup."""
-    if not _TOKEN_RE.fullmatch(token):
+    if not names.TOKEN.matches(token):
         raise AuthError("malformed token: expected kb_ followed by 43 characters", "malformed")
     return hash_token(token)
 

@@ -6,6 +6,7 @@ from nats.js import JetStreamContext
 from nats.js.api import StorageType, StreamConfig
 from nats.js.errors import NotFoundError
 
+from contracts import names
 from services.common.config import Settings
 
 # A re-publish with the same Nats-Msg-Id (the event id) inside this window is dropped by JetStream: it covers a relay
@@ -22,13 +23,13 @@ async def connect(settings: Settings, *, name: str = "kernelboard") -> NATS:
 
 
 def subject(settings: Settings, event_type: str) -> str:
-    return f"{settings.events_subject_prefix}.{event_type}"
+    return names.event_subject(settings.events_subject_prefix, event_type)
 
 
 def stream_config(settings: Settings) -> StreamConfig:
     return StreamConfig(
         name=settings.events_stream,
-        subjects=[f"{settings.events_subject_prefix}.>"],
+        subjects=[names.every_event_subject(settings.events_subject_prefix)],
         storage=StorageType.FILE,
         duplicate_window=DUPLICATE_WINDOW_S,
         max_age=MAX_AGE_S,

@@ -105,6 +105,7 @@ def run_migrate(args) -> int:
 
 
 def run_user_add(args) -> int:
+    from contracts import access
     from services.common import auth
 
     if args.agent_of:
@@ -132,8 +133,7 @@ def run_user_add(args) -> int:
                     if not args.exist_ok:
                         raise
                     principal = await auth.get_principal(conn, args.name)
-                    wanted_role = principal.role if kind == auth.AGENT else role
-                    if (principal.kind, principal.owner, principal.role) != (kind, owner or args.name, wanted_role):
+                    if not access.registered_as(principal, kind, owner or args.name, role):
                         return fail(f"{args.name} already exists as {principal.describe()}, not as asked")
                     print(f"{principal.describe()} already registered")
                     return 0

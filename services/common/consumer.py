@@ -17,6 +17,7 @@ from kernelboard.v1 import events_pb2
 from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
+from contracts import names
 from services.common import bus, metrics
 from services.common.config import Settings
 from services.common.eventlog import EventLog, NewEvent
@@ -92,7 +93,7 @@ class Consumer:
         self.checkpoint = 0
         self.ready = asyncio.Event()  # set once run() follows its durable JetStream consumer
         self._stopping = asyncio.Event()
-        self._deadletter_stream = f"deadletter:{name}"
+        self._deadletter_stream = names.deadletter_stream(name)
 
     async def catch_up(self) -> int:
         """Applies the log from the checkpoint, from PostgreSQL alone; returns the new checkpoint."""
@@ -123,7 +124,7 @@ class Consumer:
             js = nc.jetstream()
             await bus.ensure_stream(js, self.settings)
             subscription = await js.pull_subscribe(
-                f"{self.settings.events_subject_prefix}.>",
+                names.every_event_subject(self.settings.events_subject_prefix),
                 durable=self.name,
                 stream=self.settings.events_stream,
                 # A new durable starts at new messages: everything before is in the log and was caught up above.

@@ -44,12 +44,10 @@ def caller() -> Actor:
     return Actor.of(current_principal())
 
 
-def hosted_ref(value: str, field: str = "ref") -> str:
+def hosted_ref(value: str, field: str = "ref") -> names.Ref:
     """A hosted ref as a push or a fetch names it (the short forms main, checks, routes/<r>, jobs/<id> included),
-    as its full name, matched in full."""
-    if len(value) > names.REF_MAX_CHARS:
-        names.ref(value, field)  # refuses, quoting a prefix
-    return names.ref(domain.parse_ref(value).ref, field).name
+    parsed once, here, for the whole request."""
+    return names.ref(value, field, short_forms=True)
 
 
 def optional_route(value: str, field: str = "route") -> str:
@@ -89,7 +87,7 @@ def fetch_request(request: ingest_pb2.FetchRequest) -> tuple[list[str], list[str
         raise invalid("too_many_refs", f"a fetch names at most {MAX_FETCH_REFS} refs, not {len(request.refs)}")
     # `have` only narrows the bundle: past the first MAX_FETCH_HAVE, and what is not a commit id, it is ignored.
     have = [sha for sha in request.have[:MAX_FETCH_HAVE] if names.OBJECT_ID.matches(sha)]
-    return [hosted_ref(ref, "refs") for ref in request.refs], have
+    return [hosted_ref(ref, "refs").name for ref in request.refs], have
 
 
 def route_message(route: store.RouteRow, head: str) -> ingest_pb2.Route:

@@ -8,7 +8,6 @@ reconciles every git ref from the table, so a crash between the two never leaves
 without its ref.
 """
 
-import json
 import time
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -16,14 +15,15 @@ from datetime import timedelta
 from google.protobuf import json_format, struct_pb2
 from kernelboard.v1 import events_pb2
 
-from contracts import access, limits, names, rules
+from contracts import access, limits, names, rules, rules_guard
+from contracts.names import Ref
 from contracts.refusals import check_length, not_found
 from services.common import auth, metrics
 from services.common.eventlog import EventLog, NewEvent
 from services.common.logs import bind_ids, get_logger
 from services.common.setaside import SetAside
 from services.ingest import domain, store
-from services.ingest.domain import Actor, RefTarget, Refusal
+from services.ingest.domain import Actor, Refusal
 from services.ingest.gitrefs import GitRefFollower
 from services.ingest.gitrepo import HostedRepo, UnbundleError
 from services.ingest.pulls import PullRequests, recorded_paths
@@ -60,7 +60,7 @@ class PushResult:
 class CheckedPush:
     """What a push will record once its checks passed."""
 
-    target: RefTarget
+    target: Ref
     old: str
     new: str
     changed_paths: list[str]
@@ -143,29 +143,28 @@ class Ingest(PullRequests):
         if started is not None:
             PUSH_SECONDS.labels("refused").observe(time.monotonic() - started)
 
-    async def push(self, actor: Actor, ref_name: str, bundle: bytes) -> PushResult:
+    async def push(self, actor: Actor, target: Ref, bundle: bytes) -> PushResult:
         """Check a bundle for one ref and record it, or raise the Refusal that names what is wrong. Nothing is
         written unless every check passed."""
         started = time.monotonic()
         try:
-            result = await self._push(actor, ref_name, bundle)
+            result = await self._push(actor, target, bundle)
         except Refusal as refusal:
             self.count_refusal(refusal, len(bundle), started)
-            log.info("push refused", ref=ref_name, actor=actor.name, reason=refusal.reason, message=refusal.message)
+            log.info("push refused", ref=target.name, actor=actor.name, reason=refusal.reason, message=refusal.message)
             raise
         BUNDLE_BYTES.observe(len(bundle))
         PUSHES.labels("accepted", "").inc()
         PUSH_SECONDS.labels("accepted").observe(time.monotonic() - started)
         return result
 
-    async def _push(self, actor: Actor, ref_name: str, bundle: bytes) -> PushResult:
-        target = domain.parse_ref(ref_name)
+    async def _push(self, actor: Actor, target: Ref, bundle: bytes) -> PushResult:
         domain.check_size(len(bundle), self.max_bundle_bytes)
         tip = domain.bundle_tip(domain.parse_bundle_header(bundle), target)
         old, main = await self._check_writer(actor, target)
-        with bind_ids(ref=target.ref, sha=tip):
+        with bind_ids(ref=target.name, sha=tip):
             if old == tip:
-                return PushResult(target.ref, tip, old, "")
+                return PushResult(target.name, tip, old, "")
             try:
                 async with self.repo.quarantine(bundle, check_objects=domain.check_object_sizes) as quarantine:
                     checked = await self._check(quarantine, target, old, tip, main)
@@ -175,25 +174,24 @@ class Ingest(PullRequests):
                 raise refused_by_git(err) from None
             return await self._record(actor, checked)
 
-    async def advance(self, actor: Actor, ref_name: str, sha: str) -> PushResult:
+    async def advance(self, actor: Actor, target: Ref, sha: str) -> PushResult:
         """Move a ref to a commit already in the repository (made here, e.g. by seeding), through the same checks
         and records as a push."""
-        target = domain.parse_ref(ref_name)
         old, main = await self._check_writer(actor, target)
         if old == sha:
-            return PushResult(target.ref, sha, old, "")
+            return PushResult(target.name, sha, old, "")
         return await self._record(actor, await self._check(self.repo, target, old, sha, main))
 
-    async def _check_writer(self, actor: Actor, target: RefTarget) -> tuple[str, str]:
+    async def _check_writer(self, actor: Actor, target: Ref) -> tuple[str, str]:
         """Who may write the ref; returns its recorded value ("" when new) and main's, read on one connection."""
         async with self.pool.acquire() as conn:
             route = await store.get_route(conn, target.route) if target.route else None
-            recorded = await store.ref_values_of(conn, [target.ref, domain.MAIN_REF, domain.CHECKS_TAG])
+            recorded = await store.ref_values_of(conn, [target.name, names.MAIN_REF, names.CHECKS_TAG])
         maintainers = None
-        if target.kind == events_pb2.COMMIT_KIND_TAG:
-            maintainers = await self.maintainers_in_force(recorded.get(domain.CHECKS_TAG, ""))
+        if target.kind == "checks":
+            maintainers = await self.maintainers_in_force(recorded.get(names.CHECKS_TAG, ""))
         domain.check_write(actor, target, route.owner if route else None, maintainers)
-        return recorded.get(target.ref, ""), recorded.get(domain.MAIN_REF, "")
+        return recorded.get(target.name, ""), recorded.get(names.MAIN_REF, "")
 
     async def maintainers_in_force(self, tag: str) -> tuple[str, ...] | None:
         """The maintainers the rules at the tag checks name (who alone approve new rules); None before any rules."""
@@ -201,23 +199,23 @@ class Ingest(PullRequests):
             return None
         return rules.read_card(await self.repo.read_file(tag, rules.RULES_FILE) or b"null").maintainers
 
-    async def _check(self, q, target: RefTarget, old: str, tip: str, main: str) -> CheckedPush:
+    async def _check(self, q, target: Ref, old: str, tip: str, main: str) -> CheckedPush:
         if await q.object_type(tip) != "commit":
             raise domain.invalid(
-                "malformed_bundle", f"{target.ref} must point at a commit; the bundle's {tip[:12]} is not"
+                "malformed_bundle", f"{target.name} must point at a commit; the bundle's {tip[:12]} is not"
             )
         if not await q.is_connected(tip):
             raise domain.invalid("malformed_bundle", f"malformed bundle: objects reachable from {tip[:12]} are missing")
         domain.check_fast_forward(target, old, tip, bool(old) and await q.is_ancestor(old, tip))
-        if target.kind == events_pb2.COMMIT_KIND_ROUTE:
+        if target.kind == "route":
             await self._check_route_history(q, target.route, tip, old, main)
             domain.check_route_files(target.route, await q.tree_entries(tip, domain.route_folder(target.route)))
         checked = CheckedPush(target, old, tip, await q.changed_paths(old, tip))
         domain.check_path_names(checked.changed_paths)
-        if target.kind == events_pb2.COMMIT_KIND_TAG:
+        if target.kind == "checks":
             checked.rules = await self._check_rules(q, tip, main, old)
         for route in domain.reported_routes(target, checked.changed_paths):
-            path = domain.metrics_path(route)
+            path = names.route_metrics_path(route)
             size = await q.file_size(tip, path)
             if size is not None:
                 check_length(path, size, limits.MAX_METRICS_JSON_BYTES)  # from the object's header, before reading
@@ -263,22 +261,22 @@ class Ingest(PullRequests):
         except rules.RulesError as err:
             raise domain.invalid("malformed_rules", f"{rules.RULES_FILE} at {commit[:12]}: {err}") from None
         approved_before = await objects.read_file(previous, rules.RULES_FILE) if previous else None
-        domain.check_rules_change(json.loads(approved_before) if approved_before else {}, dict(approved.raw))
+        rules_guard.check_change(rules_guard.approved_rules(approved_before), approved)
         return approved.benchmark_version, text.decode()
 
     async def rules_at_tag(self, conn=None) -> rules.Card:
         """What scienceslack.json at the tag checks, the rules that judge, says (an empty card before seeding)."""
-        tag = await store.ref_value(conn or self.pool, domain.CHECKS_TAG)
+        tag = await store.ref_value(conn or self.pool, names.CHECKS_TAG)
         text = await self.repo.read_file(tag, rules.RULES_FILE) if tag else None
         return rules.read_card(text) if text else rules.Card()
 
     async def _record(self, actor: Actor, checked: CheckedPush) -> PushResult:
         target = checked.target
         commit = events_pb2.CommitIngested(
-            ref=target.ref,
+            ref=target.name,
             sha=checked.new,
             parent=checked.old,
-            kind=target.kind,
+            kind=target.commit_kind,
             route=target.route,
             job_id=target.job_id,
             pull_number=target.pull_number,
@@ -291,7 +289,7 @@ class Ingest(PullRequests):
         if checked.metrics:
             version = (await self.rules_at_tag()).version
             appends += [
-                (f"route:{route}", self._metrics_event(actor, route, checked.new, reported, version))
+                (names.route_stream(route), self._metrics_event(actor, route, checked.new, reported, version))
                 for route, reported in checked.metrics.items()
             ]
         if checked.rules:
@@ -302,7 +300,7 @@ class Ingest(PullRequests):
             appends.append(("rules", approved))
         async with self.pool.acquire() as conn, conn.transaction():
             try:
-                await store.move_ref(conn, target.ref, checked.old, checked.new, actor.name)
+                await store.move_ref(conn, target.name, checked.old, checked.new, actor.name)
             except store.RefMoved as err:
                 raise Refusal("ABORTED", "conflict", str(err)) from None
             if checked.rules:
@@ -313,17 +311,17 @@ class Ingest(PullRequests):
                 (await self.log.append(stream, None, [NewEvent(payload, actor.name)], conn=conn))[0]
                 for stream, payload in appends
             ]
-        await self.git_refs.follow([target.ref])
+        await self.git_refs.follow([target.name])
         log.info(
             "push accepted",
-            ref=target.ref,
+            ref=target.name,
             sha=checked.new,
             parent=checked.old,
             actor=actor.name,
             event_id=appended[0].event_id,
         )
         return PushResult(
-            target.ref,
+            target.name,
             checked.new,
             checked.old,
             appended[0].event_id,
@@ -354,12 +352,12 @@ class Ingest(PullRequests):
     async def start_route(self, actor: Actor, name: str) -> store.RouteRow:
         access.require(actor, access.Action.START_ROUTE)
         domain.validate_route_name(name)
-        main = await store.ref_value(self.pool, domain.MAIN_REF)
+        main = await store.ref_value(self.pool, names.MAIN_REF)
         if not main:
             raise Refusal(
                 "FAILED_PRECONDITION", "no_main", "main is not seeded yet: run `python -m services.ingest.seed`"
             )
-        ref = domain.route_ref(name)
+        ref = names.route_ref(name)
         async with self.pool.acquire() as conn, conn.transaction():
             route = await store.insert_route(conn, name, access.owner_of(actor), actor.name, main)
             if route is None:
@@ -367,7 +365,7 @@ class Ingest(PullRequests):
                 raise Refusal("ALREADY_EXISTS", "route_exists", f"route {name!r} exists (owner {existing.owner})")
             await store.move_ref(conn, ref, "", main, actor.name)
             started = events_pb2.RouteStarted(route=name, owner=route.owner, started_by=actor.name, base_sha=main)
-            await self.log.append(f"route:{name}", None, [NewEvent(started, actor.name)], conn=conn)
+            await self.log.append(names.route_stream(name), None, [NewEvent(started, actor.name)], conn=conn)
         await self.git_refs.follow([ref])
         log.info("route started", route=name, owner=route.owner, actor=actor.name, base_sha=main)
         return route
@@ -376,12 +374,12 @@ class Ingest(PullRequests):
         route = await store.get_route(self.pool, domain.validate_route_name(name))
         if route is None:
             raise Refusal("NOT_FOUND", "unknown_route", f"unknown route {name!r}")
-        return route, await store.ref_value(self.pool, domain.route_ref(name))
+        return route, await store.ref_value(self.pool, names.route_ref(name))
 
     async def list_routes(self) -> list[tuple[store.RouteRow, str]]:
         async with self.pool.acquire() as conn:
             heads = await store.ref_values(conn)
-            return [(r, heads.get(domain.route_ref(r.route), "")) for r in await store.list_routes(conn)]
+            return [(r, heads.get(names.route_ref(r.route), "")) for r in await store.list_routes(conn)]
 
     # --- fetch -----------------------------------------------------------------------------------------------------
 
@@ -391,7 +389,7 @@ class Ingest(PullRequests):
         await self.git_refs.caught_up()  # the bundle is made from git's refs: at least the values recorded before now
         recorded = await store.ref_values(self.pool)
         if refs:
-            wanted = [domain.parse_ref(name).ref for name in refs]
+            wanted = list(refs)  # full names: the API parsed each once
             missing = [ref for ref in wanted if ref not in recorded]
             if missing:
                 more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
@@ -400,11 +398,11 @@ class Ingest(PullRequests):
             wanted = [
                 ref
                 for ref in sorted(recorded)
-                if ref in (domain.MAIN_REF, domain.CHECKS_TAG) or ref.startswith(domain.ROUTE_PREFIX)
+                if ref in (names.MAIN_REF, names.CHECKS_TAG) or ref.startswith(names.ROUTE_PREFIX)
             ]
         if not wanted:
             raise Refusal("FAILED_PRECONDITION", "no_main", "the hosted repository is empty: nothing to fetch")
-        known = await self.repo.known_commits([sha for sha in have if domain.OBJECT_ID.match(sha)])
+        known = await self.repo.known_commits([sha for sha in have if names.OBJECT_ID.matches(sha)])
         return await self.repo.create_bundle(wanted, exclude=known)
 
     # --- identities ------------------------------------------------------------------------------------------------
@@ -462,7 +460,7 @@ class Ingest(PullRequests):
             opened = events_pb2.IssueOpened(
                 number=number, title=title, body=body, author=actor.name, author_owner=access.owner_of(actor)
             )
-            await self.log.append(f"issue:{number}", 0, [NewEvent(opened, actor.name)], conn=conn)
+            await self.log.append(names.issue_stream(number), 0, [NewEvent(opened, actor.name)], conn=conn)
         log.info("issue opened", number=number, actor=actor.name)
         return await self.get_issue(number)
 
@@ -488,7 +486,7 @@ class Ingest(PullRequests):
                 changed = events_pb2.IssueClosed(number=number, closed_by=actor.name)
             else:
                 changed = events_pb2.IssueReopened(number=number, reopened_by=actor.name)
-            await self.log.append(f"issue:{number}", None, [NewEvent(changed, actor.name)], conn=conn)
+            await self.log.append(names.issue_stream(number), None, [NewEvent(changed, actor.name)], conn=conn)
         log.info("issue state changed", number=number, state=to, actor=actor.name)
         return await self.get_issue(number)
 
@@ -505,7 +503,7 @@ class Ingest(PullRequests):
                 body=body,
                 author=actor.name,
             )
-            stream = f"issue:{issue_number}" if issue_number else f"pull:{pull_number}"
+            stream = names.issue_stream(issue_number) if issue_number else names.pull_stream(pull_number)
             await self.log.append(stream, None, [NewEvent(added, actor.name)], conn=conn)
         log.info("comment added", issue=issue_number, pull=pull_number, comment_id=comment.id, actor=actor.name)
         return comment

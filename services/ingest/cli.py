@@ -14,6 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from contracts import names
 from services.cli.client import NotSignedIn, channel, metadata, save_token
 
 CHUNK_BYTES = 256 * 1024
@@ -187,7 +188,7 @@ def cmd_clone(args):
     dest = Path(args.dir or (f"kb-{args.route}" if args.route else "kernelboard")).resolve()
     if dest.exists() and any(dest.iterdir()):
         raise CliError(f"{dest} exists and is not empty")
-    branch = f"routes/{args.route}" if args.route else "main"
+    branch = names.route_branch(args.route) if args.route else "main"
     with tempfile.TemporaryDirectory() as tmp:
         bundle = Path(tmp) / "origin.bundle"
         size = fetch_bundle(bundle)
@@ -230,14 +231,6 @@ def cmd_fetch(args):
     size = refresh_origin(root)
     human = f"fetched {size} bytes into {root} (refs/remotes/origin/*)" if size else "up to date"
     emit(args, {"dir": str(root), "bytes": size}, human)
-
-
-def target_ref(name: str) -> str:
-    if name.startswith("refs/"):
-        return name
-    if name == "checks":
-        return "refs/tags/checks"
-    return f"refs/heads/{name}"
 
 
 def make_bundle(root: Path, ref: str) -> bytes:
@@ -338,10 +331,10 @@ def cmd_push(args):
     name = args.ref
     if not name:
         route = git("config", "kb.route", cwd=root, check=False)
-        name = f"routes/{route}" if route else git("symbolic-ref", "--short", "HEAD", cwd=root, check=False)
+        name = names.route_branch(route) if route else git("symbolic-ref", "--short", "HEAD", cwd=root, check=False)
     if not name:
         raise CliError("name the ref to push (detached HEAD and no kb.route)")
-    return push_ref(args, root, target_ref(name))
+    return push_ref(args, root, names.full_ref(name))
 
 
 @handler

@@ -3,7 +3,6 @@ commits may touch, what a bundle header and a metrics.json must look like. No I/
 gather the facts and these functions judge them.
 """
 
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -12,42 +11,10 @@ from kernelboard.v1 import events_pb2
 from contracts import access, limits, metrics, names
 from contracts.access import Actor
 from contracts.metrics import Metrics
+from contracts.names import Ref
 from contracts.refusals import Refusal, clip, invalid, too_large
 
-JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-OBJECT_ID = re.compile(r"^[0-9a-f]{40}$")
-
-MAIN_REF = "refs/heads/main"
-CHECKS_TAG = "refs/tags/checks"
-ROUTE_PREFIX = "refs/heads/routes/"
-JOB_PREFIX = "refs/jobs/"
-PULL_REF = re.compile(r"^refs/pull/([1-9][0-9]*)/head$")
-
 PERSON, AGENT, SERVICE = access.PERSON, access.AGENT, access.SERVICE
-
-
-@dataclass(frozen=True)
-class RefTarget:
-    """A hosted ref, by its full name, and what writing it means."""
-
-    ref: str
-    kind: int  # events_pb2.CommitKind
-    route: str = ""
-    job_id: str = ""
-    pull_number: int = 0
-
-    @property
-    def stream(self) -> str:
-        """The event stream a commit on this ref belongs to."""
-        if self.kind == events_pb2.COMMIT_KIND_ROUTE:
-            return f"route:{self.route}"
-        if self.kind == events_pb2.COMMIT_KIND_JOB:
-            return f"job:{self.job_id}"
-        if self.kind == events_pb2.COMMIT_KIND_PULL:
-            return f"pull:{self.pull_number}"
-        if self.kind == events_pb2.COMMIT_KIND_TAG:
-            return "rules"
-        return "main"
 
 
 def validate_route_name(name: str) -> str:
@@ -57,63 +24,14 @@ def validate_route_name(name: str) -> str:
     return name
 
 
-def route_ref(route: str) -> str:
-    return ROUTE_PREFIX + route
-
-
-def pull_ref(number: int) -> str:
-    return f"refs/pull/{number}/head"
-
-
-def parse_ref(name: str) -> RefTarget:
-    """The hosted ref a name means; short forms ``main``, ``checks``, ``routes/<r>`` and ``jobs/<id>`` are accepted."""
-    full = name or ""
-    if full in ("main", "heads/main"):
-        full = MAIN_REF
-    elif full in ("checks", "tags/checks"):
-        full = CHECKS_TAG
-    elif full.startswith("routes/"):
-        full = "refs/heads/" + full
-    elif full.startswith("jobs/"):
-        full = "refs/" + full
-    if full == MAIN_REF:
-        return RefTarget(full, events_pb2.COMMIT_KIND_MAIN)
-    if full == CHECKS_TAG:
-        return RefTarget(full, events_pb2.COMMIT_KIND_TAG)
-    if full.startswith(ROUTE_PREFIX):
-        return RefTarget(full, events_pb2.COMMIT_KIND_ROUTE, route=validate_route_name(full[len(ROUTE_PREFIX) :]))
-    if full.startswith(JOB_PREFIX):
-        job_id = full[len(JOB_PREFIX) :]
-        if not JOB_ID.match(job_id):
-            raise invalid("ref", f"invalid job ref {name!r}: refs/jobs/<id> with letters, digits, '_', '.', '-'")
-        return RefTarget(full, events_pb2.COMMIT_KIND_JOB, job_id=job_id)
-    if match := PULL_REF.match(full):
-        return RefTarget(full, events_pb2.COMMIT_KIND_PULL, pull_number=int(match.group(1)))
-    raise invalid(
-        "ref",
-        f"unknown ref {name!r}: the hosted refs are main, the tag checks, routes/<route>, refs/jobs/<id> "
-        "and refs/pull/<n>/head",
-    )
-
-
-# What writing each kind of hosted ref is, as an action of contracts.access.
-WRITE_ACTIONS = {
-    events_pb2.COMMIT_KIND_MAIN: access.Action.WRITE_MAIN,
-    events_pb2.COMMIT_KIND_TAG: access.Action.APPROVE_RULES,
-    events_pb2.COMMIT_KIND_ROUTE: access.Action.WRITE_ROUTE,
-    events_pb2.COMMIT_KIND_PULL: access.Action.WRITE_PULL_REF,
-    events_pb2.COMMIT_KIND_JOB: access.Action.WRITE_JOB_REF,
-}
-
-
-def check_write(actor: Actor, target: RefTarget, route_owner: str | None, maintainers: tuple[str, ...] | None) -> None:
+def check_write(actor: Actor, target: Ref, route_owner: str | None, maintainers: tuple[str, ...] | None) -> None:
     """Who may write the ref (contracts.access). ``route_owner`` is the route's owner, None for an unknown route;
     ``maintainers`` those the rules in force name (None before any rules are)."""
-    if target.kind == events_pb2.COMMIT_KIND_ROUTE and route_owner is None:
+    if target.kind == "route" and route_owner is None:
         raise Refusal("NOT_FOUND", "unknown_route", f"unknown route {target.route!r}: start it with StartRoute")
     access.require(
         actor,
-        WRITE_ACTIONS[target.kind],
+        access.write_action(target.kind),
         access.Target(owner=route_owner or "", label=f"route {target.route!r}", maintainers=maintainers),
     )
 
@@ -153,12 +71,12 @@ def parse_bundle_header(data: bytes) -> BundleHeader:
             continue
         if line.startswith("-"):
             oid = line[1:].split(" ", 1)[0]
-            if not OBJECT_ID.match(oid):
+            if not names.OBJECT_ID.matches(oid):
                 raise invalid("malformed_bundle", f"malformed bundle: bad prerequisite line {line!r}")
             prerequisites.append(oid)
             continue
         oid, _, name = line.partition(" ")
-        if not OBJECT_ID.match(oid) or not name:
+        if not names.OBJECT_ID.matches(oid) or not name:
             raise invalid("malformed_bundle", f"malformed bundle: bad ref line {line!r}")
         refs.append((oid, name))
     if not data[end + 2 : end + 6] == b"PACK":
@@ -166,16 +84,16 @@ def parse_bundle_header(data: bytes) -> BundleHeader:
     return BundleHeader(tuple(prerequisites), tuple(refs), end + 2)
 
 
-def bundle_tip(header: BundleHeader, target: RefTarget) -> str:
+def bundle_tip(header: BundleHeader, target: Ref) -> str:
     """The one object the bundle offers for the target ref; a bundle for another ref, or for several, is refused."""
-    names = [name for _, name in header.refs]
+    offered = [name for _, name in header.refs]
     if len(header.refs) != 1:
         raise invalid(
-            "wrong_ref", f"the bundle must hold exactly one ref, {target.ref}; it holds {len(names)}: {names}"
+            "wrong_ref", f"the bundle must hold exactly one ref, {target.name}; it holds {len(offered)}: {offered}"
         )
     oid, name = header.refs[0]
-    if name != target.ref:
-        raise invalid("wrong_ref", f"the bundle holds {name}, not {target.ref}: a push carries the ref it updates")
+    if name != target.name:
+        raise invalid("wrong_ref", f"the bundle holds {name}, not {target.name}: a push carries the ref it updates")
     return oid
 
 
@@ -220,17 +138,18 @@ def check_size(size: int, limit: int) -> None:
 # --- fast-forward and paths ----------------------------------------------------------------------------------------
 
 
-def check_fast_forward(target: RefTarget, old: str, new: str, old_is_ancestor: bool) -> None:
+def check_fast_forward(target: Ref, old: str, new: str, old_is_ancestor: bool) -> None:
     if old and old != new and not old_is_ancestor:
         raise Refusal(
             "FAILED_PRECONDITION",
             "non_fast_forward",
-            f"non-fast-forward: {target.ref} is at {old[:12]}, which {new[:12]} does not contain; fetch and rebase",
+            f"non-fast-forward: {target.name} is at {old[:12]}, which {new[:12]} does not contain; fetch and rebase",
         )
 
 
 def route_folder(route: str) -> str:
-    return f"routes/{route}/"
+    """The prefix of every path a route's commits may change: ``routes/<route>/``."""
+    return names.route_dir(route) + "/"
 
 
 def outside_route(route: str, paths: Iterable[str]) -> list[str]:
@@ -357,17 +276,13 @@ def check_route_files(route: str, entries: Sequence[tuple[str, str]]) -> None:
 # --- metrics and rules ---------------------------------------------------------------------------------------------
 
 
-def metrics_path(route: str) -> str:
-    return f"routes/{route}/metrics.json"
-
-
-def reported_routes(target: RefTarget, changed_paths: Iterable[str]) -> list[str]:
+def reported_routes(target: Ref, changed_paths: Iterable[str]) -> list[str]:
     """The routes whose metrics.json a push changes: on a route, its own; on main (maintainers), any route's."""
     routes = []
     for path in changed_paths:
         parts = path.split("/")
-        if len(parts) == 3 and parts[0] == "routes" and parts[2] == "metrics.json":
-            if target.kind == events_pb2.COMMIT_KIND_MAIN or parts[1] == target.route:
+        if len(parts) == 3 and parts[0] == names.ROUTES_DIR and parts[2] == names.METRICS_FILE:
+            if target.kind == "main" or parts[1] == target.route:
                 routes.append(parts[1])
     return sorted(set(routes))
 
@@ -418,80 +333,6 @@ def check_review(verdict: int, state: str, number: int) -> None:
 def check_open(state: str, number: int) -> None:
     if state != "open":
         raise Refusal("FAILED_PRECONDITION", "pull_closed", f"pull request #{number} is {state}, not open")
-
-
-# --- the rules guard -----------------------------------------------------------------------------------------------
-
-# What decides how a result is judged (docs/ARCHITECTURE.md, rules): a change to any of these makes old and new results
-# incomparable, so it needs a new benchmark.version (a new board). Everything else in scienceslack.json (the task's
-# wording, the name, status, maintainers, limits) may change on the same board.
-JUDGING_FIELDS = (
-    ("guardrails",),
-    ("benchmark", "kernels"),
-    ("benchmark", "score_rule"),
-    ("benchmark", "metric"),
-    ("benchmark", "baseline"),
-    ("benchmark", "verifier_versions"),
-    ("benchmark", "verifier_version"),
-    ("checks",),
-)
-MISSING = object()
-
-
-def _at(rules: dict, path: tuple[str, ...]):
-    value = rules
-    for key in path:
-        if not isinstance(value, dict) or key not in value:
-            return MISSING
-        value = value[key]
-    return value
-
-
-def _leaf_differences(prefix: str, old, new) -> list[str]:
-    """The dotted paths where two JSON values differ, down to the first non-object level."""
-    if isinstance(old, dict) and isinstance(new, dict):
-        out = []
-        for key in sorted(set(old) | set(new), key=str):
-            out += _leaf_differences(f"{prefix}.{key}", old.get(key, MISSING), new.get(key, MISSING))
-        return out
-    return [] if old == new and type(old) is type(new) else [prefix]
-
-
-def judging_differences(old: dict, new: dict) -> list[str]:
-    """The fields that judge results (JUDGING_FIELDS) whose values differ between two versions of the rules, as dotted
-    paths (``guardrails.atol``, ``benchmark.kernels``, ``checks``)."""
-    differences = []
-    for path in JUDGING_FIELDS:
-        differences += _leaf_differences(".".join(path), _at(old, path), _at(new, path))
-    return differences
-
-
-def check_rules_change(old: dict, new: dict) -> None:
-    """Approving ``new`` over the approved ``old`` rules: the same version may change only what does not judge; a
-    version that judges differently must be higher; a version never goes down. No approved rules yet: anything."""
-    if not old:
-        return
-    old_version = _at(old, ("benchmark", "version"))
-    new_version = _at(new, ("benchmark", "version"))
-    if not isinstance(old_version, int) or not isinstance(new_version, int):
-        return  # validation (load_rules) has refused a new version that is not a number; old rules predate it
-    if new_version < old_version:
-        raise Refusal(
-            "FAILED_PRECONDITION",
-            "version_lowered",
-            f"benchmark.version {new_version} is below the approved {old_version}: a version never goes down",
-        )
-    if new_version > old_version:
-        return  # a new board
-    differences = judging_differences(old, new)
-    if differences:
-        shown = ", ".join(differences[:20]) + (f" and {len(differences) - 20} more" if len(differences) > 20 else "")
-        raise Refusal(
-            "FAILED_PRECONDITION",
-            "judging_changed",
-            f"these rules judge differently from the approved ones ({shown}) but keep benchmark.version "
-            f"{old_version}: raise benchmark.version to {old_version + 1} so that a new board starts",
-        )
 
 
 # --- issues, comments and joining: who may do what (pure; named for contracts/access.py) ---------------------------
@@ -558,7 +399,7 @@ def check_issue_state_change(actor: Actor, number: int, author: str, author_owne
 
 def check_join_request(actor: Actor) -> None:
     access.require(actor, access.Action.REQUEST_JOIN)
-    if actor.role >= events_pb2.ROLE_MEMBER:
+    if actor.is_member:
         raise Refusal("FAILED_PRECONDITION", "already_member", f"{actor.name} is a project member already")
 
 
@@ -576,5 +417,5 @@ def check_leave(actor: Actor) -> None:
             "maintainer_leaves",
             f"{actor.name} is a maintainer, named in scienceslack.json: a rules change removes a maintainer",
         )
-    if actor.role != events_pb2.ROLE_MEMBER:
+    if not actor.is_member:
         raise Refusal("FAILED_PRECONDITION", "not_member", f"{actor.name} is not a project member")

@@ -25,7 +25,7 @@ from pathlib import Path
 import pygit2
 
 from services.common.logs import get_logger
-from services.ingest.domain import BundleHeader, NewObject, RouteCommit, parse_bundle_header
+from services.ingest.domain import BundleHeader, NewObject, RouteCommit, parse_bundle_header, route_folder
 
 log = get_logger()
 
@@ -214,7 +214,7 @@ class Objects:
     async def paths_outside(self, base: str, rev: str, route: str) -> tuple[list[str], list[str]]:
         """The paths outside ``routes/<route>/`` that ``rev`` drops (``base`` has them, ``rev`` not) and that it adds or
         changes, against ``base``."""
-        folder = f"routes/{route}/"
+        folder = route_folder(route)
         dropped, changed = [], []
         for delta in self._commit(base).tree.diff_to_tree(self._commit(rev).tree).deltas:
             path = delta.old_file.path if delta.status == pygit2.enums.DeltaStatus.DELETED else delta.new_file.path

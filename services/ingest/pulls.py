@@ -4,7 +4,7 @@ follower they use; who may do what is contracts.access's."""
 
 from kernelboard.v1 import events_pb2
 
-from contracts import access, limits
+from contracts import access, limits, names
 from services.common.eventlog import NewEvent
 from services.common.logs import get_logger
 from services.ingest import domain, store
@@ -31,7 +31,7 @@ class PullRequests:
     async def open_pull(self, actor: Actor, route_name: str, title: str, body: str = "") -> store.PullRow:
         route, head = await self.get_route(route_name)
         access.require(actor, access.Action.OPEN_PULL, access.Target(owner=route.owner, label=f"route {route.route!r}"))
-        main = await store.ref_value(self.pool, domain.MAIN_REF)
+        main = await store.ref_value(self.pool, names.MAIN_REF)
         if await self.repo.is_ancestor(head, main):
             raise Refusal("FAILED_PRECONDITION", "nothing_to_merge", f"route {route.route!r} brings nothing main lacks")
         title, body = title.strip() or f"Merge route {route.route}", body.strip()
@@ -39,21 +39,21 @@ class PullRequests:
         author_owner = access.owner_of(actor)
         async with self.pool.acquire() as conn, conn.transaction():
             number = await store.insert_pull(
-                conn, route.route, head, domain.MAIN_REF, title, body, actor.name, author_owner
+                conn, route.route, head, names.MAIN_REF, title, body, actor.name, author_owner
             )
-            target = domain.parse_ref(domain.pull_ref(number))
-            await store.move_ref(conn, target.ref, "", head, actor.name)
+            target = names.ref(names.pull_ref(number))
+            await store.move_ref(conn, target.name, "", head, actor.name)
             opened = events_pb2.PullRequestOpened(
                 number=number,
                 route=route.route,
                 head_sha=head,
-                base_ref=domain.MAIN_REF,
+                base_ref=names.MAIN_REF,
                 title=title,
                 author=actor.name,
                 body=body,
             )
             commit = events_pb2.CommitIngested(
-                ref=target.ref,
+                ref=target.name,
                 sha=head,
                 kind=events_pb2.COMMIT_KIND_PULL,
                 route=route.route,
@@ -64,7 +64,7 @@ class PullRequests:
             await self.log.append(
                 target.stream, 0, [NewEvent(opened, actor.name), NewEvent(commit, actor.name)], conn=conn
             )
-        await self.git_refs.follow([target.ref])
+        await self.git_refs.follow([target.name])
         log.info("pull request opened", number=number, route=route.route, head=head, actor=actor.name)
         return await self.get_pull(number)
 
@@ -98,7 +98,7 @@ class PullRequests:
                 access.require(actor, access.Action.APPROVE_PULL, verdict_target(pull))
             await store.insert_review(conn, number, verdict, body, actor.name)
             reviewed = events_pb2.PullRequestReviewed(number=number, verdict=verdict, body=body, reviewer=actor.name)
-            await self.log.append(f"pull:{number}", None, [NewEvent(reviewed, actor.name)], conn=conn)
+            await self.log.append(names.pull_stream(number), None, [NewEvent(reviewed, actor.name)], conn=conn)
         return await self.get_pull(number)
 
     async def merge(self, actor: Actor, number: int) -> store.PullRow:
@@ -107,7 +107,7 @@ class PullRequests:
         access.require(actor, access.Action.MERGE_PULL)
         pull = await self.get_pull(number)
         domain.check_open(pull.state, number)
-        main = await store.ref_value(self.pool, domain.MAIN_REF)
+        main = await store.ref_value(self.pool, names.MAIN_REF)
         message = f"Merge route {pull.route} (#{number}): {pull.title}"
         try:
             merge_sha = await self.repo.merge(main, pull.head_sha, message, actor.name)
@@ -119,7 +119,7 @@ class PullRequests:
         if dropped or changed:
             raise domain.refuse_merge_outside_route(number, pull.route, dropped, changed)
         commit = events_pb2.CommitIngested(
-            ref=domain.MAIN_REF,
+            ref=names.MAIN_REF,
             sha=merge_sha,
             parent=main,
             kind=events_pb2.COMMIT_KIND_MAIN,
@@ -127,18 +127,18 @@ class PullRequests:
             owner=access.owner_of(actor),
         )
         merged = events_pb2.PullRequestMerged(
-            number=number, merge_sha=merge_sha, base_ref=domain.MAIN_REF, merged_by=actor.name
+            number=number, merge_sha=merge_sha, base_ref=names.MAIN_REF, merged_by=actor.name
         )
         async with self.pool.acquire() as conn, conn.transaction():
             locked = await store.get_pull(conn, number, for_update=True)
             domain.check_open(locked.state, number)
             try:
-                await store.move_ref(conn, domain.MAIN_REF, main, merge_sha, actor.name)
+                await store.move_ref(conn, names.MAIN_REF, main, merge_sha, actor.name)
             except store.RefMoved as err:
                 raise Refusal("ABORTED", "conflict", str(err)) from None
             await store.mark_merged(conn, number, merge_sha, actor.name)
-            await self.log.append("main", None, [NewEvent(commit, actor.name)], conn=conn)
-            await self.log.append(f"pull:{number}", None, [NewEvent(merged, actor.name)], conn=conn)
-        await self.git_refs.follow([domain.MAIN_REF])
+            await self.log.append(names.MAIN_STREAM, None, [NewEvent(commit, actor.name)], conn=conn)
+            await self.log.append(names.pull_stream(number), None, [NewEvent(merged, actor.name)], conn=conn)
+        await self.git_refs.follow([names.MAIN_REF])
         log.info("pull request merged", number=number, merge_sha=merge_sha, actor=actor.name)
         return await self.get_pull(number)

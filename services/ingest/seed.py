@@ -78,10 +78,10 @@ def maintainer_report(project: Path) -> bytes | None:
 
 def route_files(project: Path, route: str) -> dict[str, bytes]:
     kernels = sorted(p for p in (project / "kernels" / "triton").glob("*.py") if p.name != "__init__.py")
-    files = {f"routes/{route}/{p.name}": p.read_bytes() for p in kernels}
+    files = {names.route_file(route, p.name): p.read_bytes() for p in kernels}
     report = maintainer_report(project) if files else None
     if report is not None:
-        files[f"routes/{route}/metrics.json"] = report
+        files[names.route_metrics_path(route)] = report
     return files
 
 
@@ -117,25 +117,25 @@ async def seed(ingest: Ingest, home: Path, project: Path = PROJECT) -> SeedRepor
     await ensure_token(ingest, names.WEB, home / "web.token", report)
     actor = Actor.of(curator)
 
-    main = await store.ref_value(ingest.pool, domain.MAIN_REF)
+    main = await store.ref_value(ingest.pool, names.MAIN_REF)
     if not main:
         main = await ingest.repo.commit_files("", main_files(project), "Seed the benchmark", CURATOR)
-        await ingest.advance(actor, "main", main)
+        await ingest.advance(actor, names.ref(names.MAIN_REF), main)
         report.created.append(f"main {main}")
-    if not await store.ref_value(ingest.pool, domain.CHECKS_TAG):
-        await ingest.advance(actor, "checks", main)
+    if not await store.ref_value(ingest.pool, names.CHECKS_TAG):
+        await ingest.advance(actor, names.ref(names.CHECKS_TAG), main)
         report.created.append(f"tag checks {main}")
 
     if await store.get_route(ingest.pool, SEED_ROUTE) is None:
         await ingest.start_route(actor, SEED_ROUTE)
         report.created.append(f"route {SEED_ROUTE}")
     route = await store.get_route(ingest.pool, SEED_ROUTE)
-    head = await store.ref_value(ingest.pool, domain.route_ref(SEED_ROUTE))
+    head = await store.ref_value(ingest.pool, names.route_ref(SEED_ROUTE))
     files = route_files(project, SEED_ROUTE)
     if files and head == route.base_sha:
         sha = await ingest.repo.commit_files(head, files, "Seed the route triton from kernels/triton", CURATOR)
-        await ingest.advance(actor, f"routes/{SEED_ROUTE}", sha)
-        report.created.append(f"routes/{SEED_ROUTE} {sha}")
+        await ingest.advance(actor, names.ref(names.route_ref(SEED_ROUTE)), sha)
+        report.created.append(f"{names.route_branch(SEED_ROUTE)} {sha}")
     return report
 
 

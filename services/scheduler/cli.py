@@ -196,9 +196,10 @@ def fetch_job(args) -> int:
     import grpc
     from kernelboard.v1 import ingest_pb2, ingest_pb2_grpc
 
+    from contracts import names
     from services.cli import client
 
-    ref = f"refs/jobs/{args.job_id}"
+    ref = names.job_ref(args.job_id)
     root = _git("rev-parse", "--show-toplevel")
     # What this clone has already: the bundle then carries only the result commit and its new files.
     have = _git("-C", root, "for-each-ref", "--format=%(objectname)", "refs/heads", "refs/remotes", "refs/jobs").split()

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from kernelboard.v1 import events_pb2, scheduler_pb2
 
 from contracts import names, rules
-from contracts.refusals import clip
+from contracts.refusals import Refusal, clip
 
 # Slurm's terminal states, each handled: the job is over and its directory becomes a commit.
 FINISHED_STATES = frozenset(
@@ -453,18 +453,13 @@ def plan_job(text: str, limits: dict[str, PartitionLimits]) -> JobPlan:
 
 def route_of_ref(ref: str) -> str:
     """The route a ref belongs to: refs/heads/routes/<route> (or routes/<route>)."""
-    full = ref if ref.startswith("refs/") else "refs/heads/" + ref
-    if not (full.startswith(names.ROUTE_PREFIX) and names.is_route(full.removeprefix(names.ROUTE_PREFIX))):
+    try:
+        parsed = names.ref(ref, short_forms=True)
+    except Refusal:
+        parsed = None
+    if parsed is None or parsed.kind != "route":
         raise ValueError(f"ref {clip(ref)} is not a route ref (refs/heads/routes/<route>: {names.ROUTE.rule})")
-    return full.removeprefix(names.ROUTE_PREFIX)
-
-
-def job_ref(job_id: str) -> str:
-    return f"refs/jobs/{job_id}"
-
-
-def job_stream(job_id: str) -> str:
-    return f"job:{job_id}"
+    return parsed.route
 
 
 # ---------------------------------------------------------------------------------------------------------------------

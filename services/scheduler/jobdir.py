@@ -183,7 +183,7 @@ class HostedRepo:
             excluded.extend(f"{path} (.gitignore)" for path in filter(None, ignored.decode().split("\0")))
             tree = (await _git("write-tree", env=env)).decode().strip()
             sha = (await _git("commit-tree", tree, "-p", parent, "-m", message, env=env)).decode().strip()
-            ref = f"refs/jobs/{job_id}"
+            ref = names.job_ref(job_id)
             await _git("update-ref", ref, sha, env=env)
             bundle_path = scratch / "result.bundle"
             await _git("bundle", "create", "-q", str(bundle_path), ref, f"^{parent}", env=env, timeout_s=300)

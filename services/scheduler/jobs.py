@@ -9,7 +9,6 @@ job can never be reported finished twice, even by two schedulers or one restarte
 import asyncio
 import contextlib
 import hashlib
-import re
 import shutil
 import time
 from collections import Counter
@@ -58,8 +57,6 @@ RESULTS_NOT_COMMITTED = metrics.counter(
 RESULT_ERRORS = metrics.counter(
     "kb_scheduler_result_commit_errors_total", "Attempts to commit a finished job's directory that failed."
 )
-
-_SHA = re.compile(r"^[0-9a-f]{40}$")
 
 
 def _slurm_refusal(err: SlurmError, what: str) -> Refusal:
@@ -141,7 +138,7 @@ class JobService:
 
     async def _append(self, job_id: str, expected: int, payloads: list, actor: str) -> JobView:
         envelopes = await self.log.append(
-            domain.job_stream(job_id), expected, [NewEvent(payload=p, actor=actor) for p in payloads]
+            names.job_stream(job_id), expected, [NewEvent(payload=p, actor=actor) for p in payloads]
         )
         view = self.jobs.get(job_id) or JobView(job_id=job_id)
         for envelope in envelopes:
@@ -166,7 +163,7 @@ class JobService:
         raise RuntimeError(f"job {job_id}: the stream kept moving under five appends in a row")
 
     async def _reload(self, job_id: str) -> JobView:
-        view = domain.fold_stream(job_id, await self.log.read_stream(domain.job_stream(job_id)))
+        view = domain.fold_stream(job_id, await self.log.read_stream(names.job_stream(job_id)))
         self.jobs[job_id] = view
         await self._changed_views()
         return view
@@ -224,7 +221,7 @@ class JobService:
             route = domain.route_of_ref(ref)
         except ValueError as err:
             raise Refusal("INVALID_ARGUMENT", "bad_ref", str(err)) from None
-        if not _SHA.match(sha):
+        if not names.OBJECT_ID.matches(sha):
             raise Refusal("INVALID_ARGUMENT", "bad_sha", f"sha {sha!r}: give the full 40-character commit id")
         path = Path(script_path)
         if not script_path or path.is_absolute() or ".." in path.parts:
@@ -423,7 +420,7 @@ class JobService:
             view = self.jobs[job_id]
             if not view.needs_result:
                 return
-            ref = domain.job_ref(job_id)
+            ref = names.job_ref(job_id)
             message = (
                 f"job {job_id}: {view.state} (exit {view.exit_code}, {view.elapsed_s:.0f} s, "
                 f"{view.cpu_seconds:.0f} CPU-s)\n\n{view.script_path} on {view.ref} at {view.sha}\n"
@@ -498,7 +495,7 @@ class JobService:
     # -- helpers ----------------------------------------------------------------------------------------------------
 
     async def _route_owner(self, route: str) -> str | None:
-        for event in await self.log.read_stream(f"route:{route}"):
+        for event in await self.log.read_stream(names.route_stream(route)):
             if event.WhichOneof("payload") == "route_started":
                 return event.route_started.owner
         return None

@@ -12,16 +12,13 @@ from dataclasses import dataclass
 from kernelboard.v1 import events_pb2
 
 from contracts import metrics as metrics_format
-from contracts.metrics import MAX_REASONS, Metrics, MetricsError
+from contracts.metrics import EXIT_BROKEN, EXIT_COULD_NOT_RUN, EXIT_PASSED, MAX_REASONS, Metrics, MetricsError
 from contracts.metrics import cut as _text
 from contracts.rules import Rules
 
 CHECKED_KINDS = frozenset({events_pb2.COMMIT_KIND_ROUTE, events_pb2.COMMIT_KIND_JOB})
 # uuid5 namespace of check ids: the same (route, sha, check, rules commit) always names the same check.
 CHECK_NAMESPACE = uuid.UUID("5c0e4a3e-8f1b-4f55-9a57-6b1d0c3f7a10")
-
-# Exit statuses of the check script (the harness's contract).
-EXIT_PASSED, EXIT_BROKEN, EXIT_COULD_NOT_RUN = 0, 1, 2
 
 
 # failure_reason labels (kb_verifier_failures_total{reason}).

@@ -9,13 +9,11 @@ reference problems that judge it.
 import asyncio
 import io
 import os
-import re
 import tarfile
 from pathlib import Path
 
 from contracts import names
 
-SHA = re.compile(r"^[0-9a-f]{40}$")
 # A route folder or a rules commit larger than this is not a kernel submission.
 MAX_ARCHIVE_BYTES = 256 * 1024 * 1024
 
@@ -57,14 +55,14 @@ class HostedRepoReader:
     async def export(self, rules_commit: str, sha: str, route: str, dest: Path) -> Path:
         """Builds the working copy in dest (empty); returns the route's folder in it (which may not exist)."""
         for name, commit in (("rules commit", rules_commit), ("commit", sha)):
-            if not SHA.match(commit):
+            if not names.OBJECT_ID.matches(commit):
                 raise RepoError(f"{name} {commit!r} is not a full 40-character commit id")
         if not names.is_route(route):
             raise RepoError(f"route name {route!r} is not valid")
         judge = await self._archive(rules_commit, ".", ":(exclude)routes")
         if judge is None:
             raise RepoError(f"rules commit {rules_commit[:12]} is empty")
-        judged = await self._archive(sha, f"routes/{route}")
+        judged = await self._archive(sha, names.route_dir(route))
         await asyncio.to_thread(_extract, judge, dest)
         if judged is not None:
             await asyncio.to_thread(_extract, judged, dest)

@@ -4,6 +4,7 @@ commit (CommitIngested), inside the consumer's transaction, so that a redelivere
 import asyncpg
 from kernelboard.v1 import events_pb2
 
+from contracts import names
 from contracts.rules import RulesError, parse
 from services.common.eventlog import EventLog
 from services.common.logs import bind_ids, get_logger
@@ -55,7 +56,7 @@ class Intake:
                 return
             route = commit.route
             if commit.kind == events_pb2.COMMIT_KIND_JOB and not route:
-                route = domain.route_of_job(await self.log.read_stream(f"job:{commit.job_id}"))
+                route = domain.route_of_job(await self.log.read_stream(names.job_stream(commit.job_id)))
             items = domain.checks_for_commit(commit, event.event_id, approved, route)
             queued = await self.queue.enqueue(conn, items)
             log.info(

@@ -242,7 +242,9 @@ class CheckQueue:
     async def route_known(self, route: str) -> bool:
         """Whether the log names the route (its stream has an event): a filter on an unknown route is NOT_FOUND."""
         return bool(
-            await self.pool.fetchval("SELECT EXISTS (SELECT 1 FROM events WHERE stream = $1)", f"route:{route}")
+            await self.pool.fetchval(
+                "SELECT EXISTS (SELECT 1 FROM events WHERE stream = $1)", names.route_stream(route)
+            )
         )
 
     async def get(self, check_id: str) -> CheckRow | None:

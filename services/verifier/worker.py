@@ -19,6 +19,7 @@ from pathlib import Path
 
 import asyncpg
 
+from contracts import names
 from contracts.metrics import MAX_BYTES as MAX_METRICS_BYTES
 from services.common import metrics
 from services.common.config import ServerConfig, Settings
@@ -224,7 +225,7 @@ class Worker:
         if not (box.work / item.script).is_file():
             why = f"check script {item.script} is not in rules commit {item.rules_commit[:12]}"
             return RunOutcome(domain.EXIT_COULD_NOT_RUN, False, time.monotonic() - started, None, why)
-        route_dir = f"routes/{item.route}"
+        route_dir = names.route_dir(item.route)
         metrics_path = box.inner_path("out", item.metrics_file)
         if not self.config.sandbox.isolate:
             NOT_ISOLATED.inc()

@@ -7,11 +7,23 @@ import unicodedata
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kernelboard.v1 import events_pb2
 
 from contracts import names
 from contracts.refusals import Refusal
+from contracts.refusals import clip as clip_of
 
-GRAMMARS = [names.ROUTE, names.PERSON, names.AGENT, names.SERVICE, names.JOB_ID, names.PROBLEM, names.OBJECT_ID]
+GRAMMARS = [
+    names.ROUTE,
+    names.PERSON,
+    names.AGENT,
+    names.SERVICE,
+    names.JOB_ID,
+    names.PROBLEM,
+    names.OBJECT_ID,
+    names.TOKEN,
+    names.TOKEN_HASH,
+]
 SMUGGLED = ["\n", "\r", "\x00", "\t", " ", "\x7f", "\u202e", "\u2028", "\u00a0", ";"]
 anything = st.one_of(
     st.text(max_size=300),
@@ -112,3 +124,26 @@ def test_free_text_is_bounded_and_has_no_control_characters(value, multiline):
         allowed = "\n\t" if multiline else ""
         assert len(accepted) <= 200
         assert not any(unicodedata.category(c) == "Cc" and c not in allowed for c in accepted)
+
+
+def test_a_ref_parses_once_from_its_short_or_full_form():
+    """The short forms a person types (main, checks, routes/<r>, jobs/<id>) name the same refs as the full names, with
+    the one grammar: a job id is a Slurm id, a pull number bounded, a route name the route grammar."""
+    short = lambda value: names.ref(value, short_forms=True)  # noqa: E731
+    assert short("main") == names.ref("refs/heads/main") and short("checks").kind == "checks"
+    route = short("routes/fast")
+    assert (route.name, route.route, route.stream, route.commit_kind) == (
+        "refs/heads/routes/fast",
+        "fast",
+        "route:fast",
+        events_pb2.COMMIT_KIND_ROUTE,
+    )
+    job = short("jobs/17")
+    assert (job.name, job.job_id, job.stream) == ("refs/jobs/17", "17", "job:17")
+    pull = short("refs/pull/3/head")
+    assert (pull.pull_number, pull.stream) == (3, "pull:3")
+    for bad in ("refs/heads/feature", "routes/Bad_Name", "refs/jobs/../x", "jobs/abc", "refs/pull/99999999999/head"):
+        refused = refusal(short, bad)
+        assert refused.reason == "bad_ref" and clip_of(bad) in refused.message
+    with pytest.raises(Refusal):
+        names.ref("routes/fast")  # a short form only where asked for

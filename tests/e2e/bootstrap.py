@@ -32,10 +32,10 @@ async def bootstrap(settings: Settings) -> None:
         await ensure_token(ingest, CURATOR, settings.home / "curator.token", report)
         await ensure_token(ingest, names.SCHEDULER, settings.home / "scheduler.token", report)
         actor = Actor.of(curator)
-        if not await store.ref_value(ingest.pool, domain.MAIN_REF):
+        if not await store.ref_value(ingest.pool, names.MAIN_REF):
             main = await ingest.repo.commit_files("", main_files(PROJECT), "The benchmark", CURATOR)
-            await ingest.advance(actor, "main", main)
-            await ingest.advance(actor, "checks", main)
+            await ingest.advance(actor, names.ref(names.MAIN_REF), main)
+            await ingest.advance(actor, names.ref(names.CHECKS_TAG), main)
     finally:
         await log.close()
 

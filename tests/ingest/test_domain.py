@@ -3,7 +3,7 @@
 import pytest
 from kernelboard.v1 import events_pb2
 
-from contracts import access
+from contracts import access, names
 from services.ingest import domain
 from services.ingest.domain import Actor, Refusal, RouteCommit
 
@@ -13,6 +13,10 @@ BOB_AGENT = Actor("bob/agent-1", domain.AGENT, "bob", events_pb2.ROLE_SIGNED_IN)
 CURATOR = Actor("curator", domain.PERSON, "curator", events_pb2.ROLE_MAINTAINER)
 SCHEDULER = Actor("system:scheduler", domain.SERVICE, "system:scheduler", events_pb2.ROLE_SIGNED_IN)
 SHA_A, SHA_B = "a" * 40, "b" * 40
+
+
+def ref(name: str) -> names.Ref:
+    return names.ref(name, short_forms=True)
 
 
 def refused(fn, *args, code=None, reason=None, match=None):
@@ -41,23 +45,9 @@ def test_invalid_route_names_are_refused_by_name(name):
     assert repr(name[:64]) in refusal.message and len(refusal.message) < 200
 
 
-def test_parse_ref_short_and_full_forms():
-    assert domain.parse_ref("main").ref == "refs/heads/main"
-    assert domain.parse_ref("checks").kind == events_pb2.COMMIT_KIND_TAG
-    route = domain.parse_ref("routes/fast")
-    assert (route.ref, route.route, route.stream) == ("refs/heads/routes/fast", "fast", "route:fast")
-    job = domain.parse_ref("refs/jobs/17")
-    assert (job.kind, job.job_id, job.stream) == (events_pb2.COMMIT_KIND_JOB, "17", "job:17")
-    pull = domain.parse_ref("refs/pull/3/head")
-    assert (pull.pull_number, pull.stream) == (3, "pull:3")
-    refused(domain.parse_ref, "refs/heads/feature", reason="ref", match="unknown ref")
-    refused(domain.parse_ref, "routes/Bad_Name", reason="route_name")
-    refused(domain.parse_ref, "refs/jobs/../x", reason="ref")
-
-
 def test_who_may_write_what():
-    main, tag = domain.parse_ref("main"), domain.parse_ref("checks")
-    route, job = domain.parse_ref("routes/fast"), domain.parse_ref("refs/jobs/9")
+    main, tag = ref("main"), ref("checks")
+    route, job = ref("routes/fast"), ref("refs/jobs/9")
     domain.check_write(CURATOR, main, None, None)
     domain.check_write(CURATOR, tag, None, ("curator",))
     for actor in (ALICE, ALICE_AGENT, BOB_AGENT, SCHEDULER):
@@ -71,7 +61,7 @@ def test_who_may_write_what():
         domain.check_write(actor, route, "alice", None)
     refused(domain.check_write, BOB_AGENT, route, "alice", None, code="PERMISSION_DENIED", match="belongs to alice")
     refused(domain.check_write, ALICE, route, None, None, code="NOT_FOUND", reason="unknown_route")
-    pull = domain.parse_ref("refs/pull/1/head")
+    pull = ref("refs/pull/1/head")
     refused(domain.check_write, CURATOR, pull, None, None, code="PERMISSION_DENIED")
 
 
@@ -80,7 +70,7 @@ def header(*lines: str, pack=b"PACK\x00\x00\x00\x02") -> bytes:
 
 
 def test_bundle_header_is_parsed_and_must_name_the_one_ref():
-    target = domain.parse_ref("routes/fast")
+    target = ref("routes/fast")
     parsed = domain.parse_bundle_header(header(f"-{SHA_A} base", f"{SHA_B} refs/heads/routes/fast"))
     assert parsed.prerequisites == (SHA_A,)
     assert domain.bundle_tip(parsed, target) == SHA_B
@@ -113,7 +103,7 @@ def test_size_limit():
 
 
 def test_fast_forward_only():
-    target = domain.parse_ref("routes/fast")
+    target = ref("routes/fast")
     domain.check_fast_forward(target, "", SHA_B, False)
     domain.check_fast_forward(target, SHA_A, SHA_B, True)
     domain.check_fast_forward(target, SHA_A, SHA_A, False)
@@ -179,7 +169,7 @@ def test_metrics_validation():
 
 
 def test_reported_routes():
-    route, main = domain.parse_ref("routes/rr"), domain.parse_ref("main")
+    route, main = ref("routes/rr"), ref("main")
     paths = ["routes/rr/metrics.json", "routes/s/metrics.json", "routes/rr/x/metrics.json"]
     assert domain.reported_routes(route, paths) == ["rr"]
     assert domain.reported_routes(main, paths) == ["rr", "s"]

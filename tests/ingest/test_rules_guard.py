@@ -3,14 +3,16 @@ without raising benchmark.version is refused FAILED_PRECONDITION naming the diff
 board; a change that does not judge differently (wording, maintainers, limits) is approved on the same version."""
 
 import copy
+import dataclasses
 import json
 
 import grpc
 from hypothesis import given
 from hypothesis import strategies as st
 
+from contracts import rules_guard
+from contracts.rules import Rules, parse
 from services.common.eventlog import payload_of
-from services.ingest import domain
 from tests.ingest.test_domain import refused as refused_pure
 from tests.ingest.test_service import clone, push, refused
 
@@ -21,6 +23,17 @@ def project_rules() -> dict:
     from services.ingest.seed import PROJECT
 
     return json.loads((PROJECT / "scienceslack.json").read_text())
+
+
+def typed(document: dict) -> Rules:
+    """The project's typed rules carrying ``document`` as read: the guard compares versions and the judging fields
+    of the documents (some changes below, such as one kernel, the full validation refuses before the guard)."""
+    version = document["benchmark"]["version"]
+    return dataclasses.replace(parse(project_rules()), benchmark_version=version, raw=document)
+
+
+def check_change(approved: dict, new: dict) -> None:
+    rules_guard.check_change(typed(approved), typed(new))
 
 
 def changed(rules: dict, path: str, value) -> dict:
@@ -55,25 +68,25 @@ def test_each_judging_field_is_named_and_needs_a_new_version():
     rules = project_rules()
     for path, value in JUDGING_CHANGES:
         new = changed(rules, path, value)
-        differences = domain.judging_differences(rules, new)
+        differences = rules_guard.judging_differences(rules, new)
         assert differences and all(d.startswith(path.rsplit(".", 1)[0]) for d in differences), (path, differences)
-        error = refused_pure(domain.check_rules_change, rules, new, code=PRECONDITION, reason="judging_changed")
+        error = refused_pure(check_change, rules, new, code=PRECONDITION, reason="judging_changed")
         assert path.split(".")[0] in error.message and "raise benchmark.version to 2" in error.message
-        domain.check_rules_change(rules, changed(new, "benchmark.version", 2))  # a new board: approved
+        check_change(rules, changed(new, "benchmark.version", 2))  # a new board: approved
 
 
 def test_changes_that_do_not_judge_keep_the_version():
     rules = project_rules()
     for path, value in NEUTRAL_CHANGES:
         new = changed(rules, path, value)
-        assert domain.judging_differences(rules, new) == [], path
-        domain.check_rules_change(rules, new)
+        assert rules_guard.judging_differences(rules, new) == [], path
+        check_change(rules, new)
 
 
 def test_the_version_never_goes_down_and_first_rules_pass():
     rules = changed(project_rules(), "benchmark.version", 3)
-    refused_pure(domain.check_rules_change, rules, project_rules(), code=PRECONDITION, reason="version_lowered")
-    domain.check_rules_change({}, rules)
+    refused_pure(check_change, rules, project_rules(), code=PRECONDITION, reason="version_lowered")
+    rules_guard.check_change(None, typed(rules))
 
 
 JSON = st.recursive(
@@ -87,7 +100,7 @@ JSON = st.recursive(
 def test_any_guardrails_change_is_found_and_no_other_field_counts(guardrails, other):
     rules = project_rules()
     new = changed(changed(rules, "guardrails", guardrails), "benchmark.task", other)
-    differences = domain.judging_differences(rules, new)
+    differences = rules_guard.judging_differences(rules, new)
     assert bool(differences) == (guardrails != rules["guardrails"])
     assert all(d.startswith("guardrails") for d in differences)
 

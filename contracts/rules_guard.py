@@ -1,0 +1,89 @@
+"""The rules guard: which new rules may replace the approved ones at the tag checks without a new board
+(docs/ARCHITECTURE.md, rules). Pure; the ingest service asks it before it moves the tag."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from contracts.refusals import Refusal
+from contracts.rules import Rules, RulesError, parse
+
+# What decides how a result is judged (docs/ARCHITECTURE.md, rules): a change to any of these makes old and new results
+# incomparable, so it needs a new benchmark.version (a new board). Everything else in scienceslack.json (the task's
+# wording, the name, status, maintainers, limits) may change on the same board.
+JUDGING_FIELDS = (
+    ("guardrails",),
+    ("benchmark", "kernels"),
+    ("benchmark", "score_rule"),
+    ("benchmark", "metric"),
+    ("benchmark", "baseline"),
+    ("benchmark", "verifier_versions"),
+    ("benchmark", "verifier_version"),
+    ("checks",),
+)
+MISSING = object()
+
+
+def _at(rules: Mapping, path: tuple[str, ...]):
+    value = rules
+    for key in path:
+        if not isinstance(value, Mapping) or key not in value:
+            return MISSING
+        value = value[key]
+    return value
+
+
+def _leaf_differences(prefix: str, old, new) -> list[str]:
+    """The dotted paths where two JSON values differ, down to the first non-object level."""
+    if isinstance(old, Mapping) and isinstance(new, Mapping):
+        out = []
+        for key in sorted(set(old) | set(new), key=str):
+            out += _leaf_differences(f"{prefix}.{key}", old.get(key, MISSING), new.get(key, MISSING))
+        return out
+    return [] if old == new and type(old) is type(new) else [prefix]
+
+
+def judging_differences(old: Mapping, new: Mapping) -> list[str]:
+    """The fields that judge results (JUDGING_FIELDS) whose values differ between two versions of the rules, as dotted
+    paths (``guardrails.atol``, ``benchmark.kernels``, ``checks``)."""
+    differences = []
+    for path in JUDGING_FIELDS:
+        differences += _leaf_differences(".".join(path), _at(old, path), _at(new, path))
+    return differences
+
+
+def check_change(approved: Rules | None, new: Rules) -> None:
+    """Approving ``new`` over the ``approved`` rules (None before any, or when the approved ones predate today's
+    schema): the same version may change only what does not judge; a version that judges differently must be higher;
+    a version never goes down."""
+    if approved is None:
+        return
+    old_version, new_version = approved.benchmark_version, new.benchmark_version
+    if new_version < old_version:
+        raise Refusal(
+            "FAILED_PRECONDITION",
+            "version_lowered",
+            f"benchmark.version {new_version} is below the approved {old_version}: a version never goes down",
+        )
+    if new_version > old_version:
+        return  # a new board
+    differences = judging_differences(approved.raw, new.raw)
+    if differences:
+        shown = ", ".join(differences[:20]) + (f" and {len(differences) - 20} more" if len(differences) > 20 else "")
+        raise Refusal(
+            "FAILED_PRECONDITION",
+            "judging_changed",
+            f"these rules judge differently from the approved ones ({shown}) but keep benchmark.version "
+            f"{old_version}: raise benchmark.version to {old_version + 1} so that a new board starts",
+        )
+
+
+def approved_rules(text: str | bytes | None) -> Rules | None:
+    """The rules approved before, typed; None before any, or for rules an older schema approved (they cannot be
+    compared field by field, so the new ones are judged on their own)."""
+    if not text:
+        return None
+    try:
+        return parse(text)
+    except RulesError:
+        return None
