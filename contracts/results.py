@@ -202,6 +202,12 @@ def check_path(route: str, check_id: str) -> str:
 # ---- the board ----------------------------------------------------------------------------------------------------
 
 
+def place(entry) -> str:
+    """A ranked entry's place: "2", or "=2" where it shares the place with entries whose intervals overlap its own
+    (BoardEntry.tied, where the board decides ties)."""
+    return f"={entry.rank}" if getattr(entry, "tied", False) else str(entry.rank)
+
+
 def entry_verdict(entry) -> Verdict:
     """A board entry (BoardEntry): ranked ones count; listed beside ones do not, and a failed check has no score."""
     source = entry.source
@@ -242,9 +248,9 @@ def in_words(verdict: Verdict) -> str:
 
 def entry_line(entry) -> str:
     """A route's place on a board in one line, as `kb board --route` and the route page say it."""
-    place = f"ranked #{entry.rank}" if entry.rank else "listed beside"
+    where = f"ranked #{place(entry)}" if entry.rank else "listed beside"
     why = entry_reason(entry)
-    return f"{place}: {in_words(entry_verdict(entry))}" + (f" — {why}" if why else "")
+    return f"{where}: {in_words(entry_verdict(entry))}" + (f" — {why}" if why else "")
 
 
 def record_verdict(record) -> Verdict:
@@ -254,7 +260,7 @@ def record_verdict(record) -> Verdict:
     if record.kind == "report":
         source = REPORTED_BY_MAINTAINER if record.by_maintainer else REPORTED
         counts = record.counted and record.by_maintainer
-        text = number(record.score)
+        text = with_interval(record.score, getattr(record, "score_low", 0.0), getattr(record, "score_high", 0.0))
         return Verdict("reported", source, text if counts else not_counted(text), counts)
     return Verdict(record.kind, "", "", False)  # an adoption mark: its kind and note say it all
 

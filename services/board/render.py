@@ -48,7 +48,7 @@ def render_board(view: board_pb2.BoardView) -> str:
     if view.ranked:
         rows = [
             [
-                str(e.rank),
+                results.place(e),
                 e.route,
                 e.owner,
                 results.entry_verdict(e).score,

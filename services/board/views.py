@@ -146,6 +146,10 @@ def route_view(
                 reporter=r.reporter,
                 by_maintainer=r.by_maintainer,
             )
+            if event.WhichOneof("payload") == "metrics_reported":  # a report's interval, where it gave one
+                reported = event.metrics_reported
+                record.score_low = getattr(reported, "score_low", 0.0)
+                record.score_high = getattr(reported, "score_high", 0.0)
             if event.WhichOneof("payload") == "check_completed":
                 # The check's own words, as the verifier recorded them: its per-problem results and where it ran.
                 check = event.check_completed

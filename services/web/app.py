@@ -88,6 +88,7 @@ def templates() -> jinja2.Environment:
         entry_verdict=results.entry_verdict,
         entry_reason=results.entry_reason,
         entry_line=results.entry_line,
+        place=results.place,
         in_words=results.in_words,
         record_verdict=results.record_verdict,
         record_note=results.record_note,

@@ -55,7 +55,7 @@ def expected_ranked(board: dict) -> list[dict[str, str]]:
     view = json_format.ParseDict(board, board_pb2.BoardView())
     return [
         {
-            "#": str(e.rank),
+            "#": results.place(e),
             "route": e.route,
             "owner": e.owner,
             "score": results.entry_verdict(e).score,
