@@ -11,6 +11,8 @@ from services.common.text import table
 
 HEADINGS = ["check", "route", "sha", "name", "result", "score", "runner"]
 FOLLOW_HINT = "kb checks --sha {sha} --watch"  # what kb push prints for following its checks
+CHECKS_APPEAR_S = 5.0  # kb push waits this long for the verifier to queue the pushed commit's checks
+PUSH_WAIT_S = 120.0  # ... and with --wait, this long
 
 
 def row(check) -> list[str]:
@@ -104,3 +106,43 @@ def follow_push(route: str, sha: str, checks: list, auth, print_line: Callable) 
     request = verifier_pb2.ListChecksRequest(route=route, sha=sha)
     final = follow(_verifier(), request, auth, wanted, lambda c: print_line("  " + "  ".join(row(c)).rstrip()))
     return all_passed(final.values())
+
+
+def after_push(args, data: dict, human: str, route: str, sha: str, emit: Callable) -> int:
+    """`kb push`: the checks the push queued and how to follow them (also in --json); with --wait, follows them to the
+    end and exits with their verdict (0 passed, 1 not)."""
+    import json
+
+    import grpc
+
+    from services.cli.client import metadata, web_url
+
+    follow = FOLLOW_HINT.format(sha=sha)
+    answered = True
+    try:
+        queued = queued_for(route, sha, metadata(), PUSH_WAIT_S if args.wait else CHECKS_APPEAR_S)
+    except grpc.RpcError as err:  # the push stands; only following it has to wait
+        queued, answered = [], False
+        human += f"\nthe verifier did not answer ({err.code().name}); later: {follow}"
+    data["checks"] = [{"check_id": c.check_id, "check_name": c.check_name, "state": c.state} for c in queued]
+    data["follow"] = follow
+    data["pages"] = [page_url(c, web_url()) for c in queued]
+    if queued:
+        human += "\nchecks queued:\n" + "\n".join(rows(queued)) + f"\nfollow them: {follow}"
+    elif answered:
+        human += f"\nno check queued yet (the verifier queues it from the log); follow: {follow}"
+    if not args.wait or not queued:
+        emit(args, data, human)
+        return 1 if args.wait else 0
+    if not args.json:
+        print(human, flush=True)
+    passed = follow_push(route, sha, queued, metadata(), lambda line: None if args.json else print(line))
+    final = queued_for(route, sha, metadata(), 0)
+    data["checks"] = [{"check_id": c.check_id, "check_name": c.check_name, "state": c.state} for c in final]
+    data["passed"] = passed
+    print(
+        json.dumps(data, indent=2, sort_keys=True)
+        if args.json
+        else "\n".join(line for c in final for line in in_full(c, web_url()))
+    )
+    return 0 if passed else 1

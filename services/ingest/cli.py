@@ -19,8 +19,6 @@ from services.cli.client import NotSignedIn, channel, metadata, save_token
 
 CHUNK_BYTES = 256 * 1024
 PROGRESS_FROM_BYTES = 1024 * 1024
-CHECKS_APPEAR_S = 5.0  # kb push waits this long for the verifier to queue the pushed commit's checks
-PUSH_WAIT_S = 120.0  # ... and with --wait, this long
 
 
 class CliError(Exception):
@@ -286,43 +284,9 @@ def push_ref(args, root: Path, ref: str) -> int:
     if not (route and reply.event_id):
         emit(args, data, human)
         return 0
-    return report_checks(args, data, human, route, reply.sha)
+    from services.cli import checks
 
-
-def report_checks(args, data: dict, human: str, route: str, sha: str) -> int:
-    """The checks the push queued and how to follow them; with --wait, follows them and exits with their verdict."""
-    import grpc
-
-    from services.cli import checks as shown
-    from services.cli.client import web_url
-
-    follow = shown.FOLLOW_HINT.format(sha=sha)
-    try:
-        queued = shown.queued_for(route, sha, metadata(), PUSH_WAIT_S if args.wait else CHECKS_APPEAR_S)
-    except grpc.RpcError as err:
-        queued, human = [], human + f"\nthe verifier did not answer ({err.code().name}); later: {follow}"
-    data["checks"] = [{"check_id": c.check_id, "check_name": c.check_name, "state": c.state} for c in queued]
-    data["follow"] = follow
-    data["pages"] = [shown.page_url(c, web_url()) for c in queued]
-    if queued:
-        human += "\nchecks queued:\n" + "\n".join(shown.rows(queued)) + f"\nfollow them: {follow}"
-    elif "verifier did not answer" not in human:
-        human += f"\nno check queued yet (the verifier queues it from the log); follow: {follow}"
-    if not args.wait or not queued:
-        emit(args, data, human)
-        return 1 if args.wait else 0
-    if not args.json:
-        print(human, flush=True)
-    passed = shown.follow_push(route, sha, queued, metadata(), lambda line: None if args.json else print(line))
-    final = shown.queued_for(route, sha, metadata(), 0)
-    data["checks"] = [{"check_id": c.check_id, "check_name": c.check_name, "state": c.state} for c in final]
-    data["passed"] = passed
-    print(
-        json.dumps(data, indent=2, sort_keys=True)
-        if args.json
-        else "\n".join(line for c in final for line in shown.in_full(c, web_url()))
-    )
-    return 0 if passed else 1
+    return checks.after_push(args, data, human, route, reply.sha, emit)
 
 
 @handler
