@@ -1,9 +1,9 @@
 """On a host of several GPUs, does a candidate confined to its slot's GPU see that GPU and no other?
 
 The harness binds into the candidate's sandbox only the device node of the judge's GPU and the driver's shared nodes,
-and hides the other GPUs' /proc/driver/nvidia/gpus entries (services/common/confine.py, ``gpu_devices``): without
+and hides the other GPUs' /proc/driver/nvidia/gpus entries (harness/confine.py, ``gpu_devices``): without
 that, a process route code starts without CUDA_VISIBLE_DEVICES can open every GPU and load the ones other checks time
-on. Tested on the CPU only by the arguments it builds (tests/common/test_confine_gpu.py); this probe runs it. For each
+on. Tested on the CPU only by the arguments it builds (tests/harness/test_confine_gpu.py); this probe runs it. For each
 GPU of the host, confined to that GPU's PCI address the way the harness does it, a child reports what CUDA shows it
 (device count, the PCI address and name of device 0, a kernel run there) and which /dev/nvidia<N> it can open; the
 probe then says whether each child saw exactly its own GPU.
@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from services.common.confine import Caps, Confinement, interpreter_paths, nvidia_nodes  # noqa: E402
+from services.verifier.harness.confine import Caps, Confinement, interpreter_paths, nvidia_nodes  # noqa: E402
 
 CHILD = r"""
 import glob, json, os

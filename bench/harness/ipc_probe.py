@@ -3,7 +3,7 @@
 Issue 13's p20/p22: a GPU timed call's inputs are drawn on the candidate's side before the go, so route code can work
 on them outside the events. The fix tried here: the judge draws them itself into memory the candidate maps
 (services/verifier/harness/shared_memory.py), just before the go. This probe runs a "judge" (this process, root) and a
-"candidate" confined the way the harness confines it (services/common/confine.py: the job user, bubblewrap with its
+"candidate" confined the way the harness confines it (harness/confine.py: the job user, bubblewrap with its
 own PID namespace, a cgroup), and measures:
 - ``vmm``: whether a CUDA virtual-memory allocation exported as a POSIX descriptor and passed over a Unix socket maps
   in the candidate, and whether the candidate reads what the judge wrote after the judge's go (every call checked);
@@ -113,8 +113,8 @@ def child() -> None:
 def judge(out: Path, calls: int, device_name: str) -> dict:
     import torch
 
-    from services.common.confine import Caps, Confinement, interpreter_paths
     from services.verifier.harness.channel import Channel
+    from services.verifier.harness.confine import Caps, Confinement, interpreter_paths
     from services.verifier.harness.device import CpuKit, GpuKit
     from services.verifier.harness.shared_memory import Region, layout, send_region
 

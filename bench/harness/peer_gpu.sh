@@ -17,7 +17,7 @@ log="$OUT/peer_gpu.log"
     python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__)"
     git log -1 --format='commit %H %s' 2>/dev/null || echo "commit: no git here"
 } >"$log" 2>&1
-# The judge refuses to run untrusted code as root without its job user (services/common/confine.py).
+# The judge refuses to run untrusted code as root without its job user (services/verifier/harness/confine.py).
 . bench/harness/gpu_prepare.sh "$log"
 started=$(date +%s)
 

@@ -355,7 +355,7 @@ def missing_packages(ctx: Context) -> list[str]:
     nats_host, nats_port = host_port(ctx.nats_url, 4222)
     if nats_info(nats_host, nats_port) is None and not shutil.which("nats-server"):
         packages.append("nats-server")
-    if not shutil.which("bwrap"):  # bubblewrap confines route code in checks and jobs (services/common/confine.py)
+    if not shutil.which("bwrap"):  # bubblewrap confines route code in checks and jobs (harness/confine.py)
         packages.append("bubblewrap")
     # `make test` right after `make up` runs every test: the alert rules and scrape tests need promtool and prometheus
     # (tests/ops), which Debian's prometheus package holds. Its service is not started (services_not_autostarted).
@@ -486,7 +486,7 @@ def slurm_conf_from(output: str, layout: Layout) -> str | None:
 
 
 def step_job_user(ctx: Context) -> str:
-    """The unprivileged user route code runs as, in checks (services/common/confine.py) and in Slurm jobs:
+    """The unprivileged user route code runs as, in checks (services/verifier/harness/confine.py) and in Slurm jobs:
     deploy/local/slurm/job-user.sh (idempotent; also checks it can enter a user namespace, which a job's sandbox
     needs). up.sh runs it too, but a reused cluster skips up.sh."""
     script = ctx.layout.repo / "deploy" / "local" / "slurm" / "job-user.sh"

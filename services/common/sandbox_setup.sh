@@ -60,6 +60,6 @@ done
 cd "$inner/work"
 # The check script is the rules commit's (approved by maintainers) and its harness is this installation's: it keeps
 # what it needs to confine the route's code in turn (bubblewrap's namespaces and mounts, the drop to the job user, its
-# cgroup (cgroupfs wants DAC override here) and killing it: services/common/confine.py); route code never has any.
+# cgroup (cgroupfs wants DAC override here) and killing it: services/verifier/harness/confine.py); route code never has any.
 exec setpriv --bounding-set=-all,+sys_admin,+sys_chroot,+setuid,+setgid,+setpcap,+net_admin,+kill,+dac_override \
     --inh-caps=-all --no-new-privs -- "$@"

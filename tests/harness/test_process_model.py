@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from services.common.confine import job_ids
 from services.verifier.harness import verify
 from services.verifier.harness.candidate import Runner
 from services.verifier.harness.channel import OutputTail
 from services.verifier.harness.check import run_check
+from services.verifier.harness.confine import job_ids
 from services.verifier.harness.verify import CandidateProcess, _fingerprint, _Judge
 from tests.harness.conftest import HERE, ROUTES, run_cli
 from tests.missing import missing_service

@@ -12,7 +12,7 @@ import torch
 
 from contracts import rules as rules_file
 from contracts.metrics import VERIFIER_VERSION
-from services.common.confine import Caps
+from services.verifier.harness.confine import Caps
 from services.verifier.harness.device import release_memory
 from services.verifier.harness.static_scan import scan_route
 from services.verifier.harness.verify import (

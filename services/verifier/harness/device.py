@@ -64,7 +64,7 @@ class GpuKit:
         torch.cuda.init()
         props = torch.cuda.get_device_properties(device)
         self.runner = torch.cuda.get_device_name(device)
-        # Where the candidate's sandbox finds this GPU's device node (services/common/confine.py); torch builds that
+        # Where the candidate's sandbox finds this GPU's device node (confine.py); torch builds that
         # do not say leave every node bound in.
         ids = [getattr(props, f"pci_{part}_id", None) for part in ("domain", "bus", "device")]
         self.pci_address = None if None in ids else "{:04x}:{:02x}:{:02x}.0".format(*ids)

@@ -40,7 +40,6 @@ import torch
 
 from contracts.rules import Rules
 from kernels import problems as problem_registry
-from services.common.confine import Caps, Confinement, interpreter_paths
 from services.verifier.harness import draws, integrity
 from services.verifier.harness.channel import (
     Channel,
@@ -50,6 +49,7 @@ from services.verifier.harness.channel import (
     ProtocolError,
     StampedChannel,
 )
+from services.verifier.harness.confine import Caps, Confinement, interpreter_paths
 from services.verifier.harness.device import POISON, CpuKit, GpuKit, Timing, release_memory
 from services.verifier.harness.recorder import (
     OpRecorder,

@@ -1,4 +1,4 @@
-"""services/common/confine.py on this machine: a confined command runs as the job user, outside any user namespace,
+"""harness/confine.py on this machine: a confined command runs as the job user, outside any user namespace,
 reads no root-only file, reaches no network, writes only its capped /tmp, and is held to its caps."""
 
 import os
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from services.common.confine import Caps, Confinement, job_ids
+from services.verifier.harness.confine import Caps, Confinement, job_ids
 from tests.missing import missing_service
 
 pytestmark = pytest.mark.skipif(

@@ -1,4 +1,4 @@
-"""Which GPU device nodes a confined process gets (services/common/confine.py), on a host laid out like one with
+"""Which GPU device nodes a confined process gets (harness/confine.py), on a host laid out like one with
 several GPUs: the driver's nodes under a stand-in /dev, its per-GPU entries under a stand-in /proc/driver/nvidia/gpus.
 Whether CUDA then runs on the one GPU left is for a machine with several (the harness README's known limits)."""
 
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from services.common import confine
-from services.common.confine import Caps, Confinement, gpu_devices
+from services.verifier.harness import confine
+from services.verifier.harness.confine import Caps, Confinement, gpu_devices
 
 ADDRESSES = {"0000:18:00.0": 0, "0000:3b:00.0": 1, "0000:86:00.0": 2}
 
