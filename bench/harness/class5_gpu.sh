@@ -45,7 +45,7 @@ for name in $STEPS; do
         PYTHONPATH=/tmp/kb-site:. timeout 150 python3 -c "
 import sys
 from services.verifier.harness import verify
-verify._Judge.check_kernels = lambda self, triton_kernels: None  # this experiment only: no profiler anywhere
+verify.Judge.check_kernels = lambda self, triton_kernels: None  # this experiment only: no profiler anywhere
 from services.verifier.harness.main import main
 sys.exit(main(sys.argv[1:]))" kernels/triton --metrics "$OUT/direct_nocensus.json" --shapes full \
             >"$OUT/direct_nocensus.log" 2>&1

@@ -15,10 +15,11 @@ import pytest
 import torch
 
 from contracts.rules import load_file
-from services.verifier.harness import verify
+from services.verifier.harness import candidate_process
+from services.verifier.harness.candidate_process import CandidateProcess, CandidateSetup, make_workdir, stage_route
 from services.verifier.harness.check import CouldNotRun, candidate_caps, process_started, run_check
+from services.verifier.harness.context import Context
 from services.verifier.harness.device import CpuKit
-from services.verifier.harness.verify import CandidateProcess, CandidateSetup, Context, make_workdir, stage_route
 from tests.harness.conftest import REPO
 
 # A route file that, each time it runs, adds the time to a file in the candidate's scratch directory, then fails
@@ -121,7 +122,7 @@ def test_a_candidate_that_cannot_be_started_leaves_no_descriptor_open_in_the_jud
     def cannot_start(*args, **kwargs):
         raise OSError("no such interpreter")
 
-    monkeypatch.setattr(verify.subprocess, "Popen", cannot_start)
+    monkeypatch.setattr(candidate_process.subprocess, "Popen", cannot_start)
     before = sorted(os.listdir("/proc/self/fd"))
     try:
         with pytest.raises(OSError, match="no such interpreter"):

@@ -10,9 +10,8 @@ import pytest
 import torch
 from torch.overrides import TorchFunctionMode
 
-from services.verifier.harness import verify
+from services.verifier.harness import compare
 from services.verifier.harness.device import POISON
-from services.verifier.harness.verify import _Judge
 
 CHUNK = 100
 SIZE = 1000
@@ -33,15 +32,14 @@ class LargestNewTensor(TorchFunctionMode):
         return result
 
 
-def judge() -> SimpleNamespace:
-    """What of a judge the comparisons read: the rules' tolerances and the problem's result."""
-    rules = SimpleNamespace(atol=1e-2, rtol=1e-2)
-    return SimpleNamespace(ctx=SimpleNamespace(rules=rules), result=SimpleNamespace(max_abs_error=0.0))
+def rules() -> SimpleNamespace:
+    """What of the rules the comparisons read: the tolerances."""
+    return SimpleNamespace(atol=1e-2, rtol=1e-2)
 
 
 @pytest.fixture
 def small_chunks(monkeypatch):
-    monkeypatch.setattr(verify, "COMPARE_CHUNK", CHUNK)
+    monkeypatch.setattr(compare, "COMPARE_CHUNK", CHUNK)
 
 
 def wrong_output() -> tuple[torch.Tensor, torch.Tensor]:
@@ -56,10 +54,9 @@ def wrong_output() -> tuple[torch.Tensor, torch.Tensor]:
 def test_the_max_abs_error_makes_no_temporary_of_the_outputs_size(small_chunks):
     out, expected = wrong_output()
     out[5, 0] = 0.0
-    fake = judge()
     with LargestNewTensor(out, expected) as mode:
-        _Judge.record_error(fake, out, expected)
-    assert fake.result.max_abs_error == pytest.approx(0.5)
+        error = compare.max_abs_error(out, expected)
+    assert error == pytest.approx(0.5)
     assert mode.largest <= CHUNK
 
 
@@ -68,18 +65,17 @@ def test_nan_and_infinite_outputs_leave_the_max_abs_error_finite(small_chunks):
     largest finite one, and the mismatch counts the rest."""
     out, expected = wrong_output()
     out[0, 0] = float("inf")
-    fake = judge()
-    _Judge.record_error(fake, out, expected)
-    assert fake.result.max_abs_error == pytest.approx(0.5)
-    assert math.isfinite(fake.result.max_abs_error)
-    fault = _Judge.output_faults(fake, out, expected)
+    error = compare.max_abs_error(out, expected)
+    assert error == pytest.approx(0.5)
+    assert math.isfinite(error)
+    fault = compare.output_faults(out, expected, rules())
     assert "1 NaN, 1 infinite" in fault, fault
 
 
 def test_a_mismatch_is_counted_over_every_chunk_without_a_temporary_of_the_outputs_size(small_chunks):
     out, expected = wrong_output()
     with LargestNewTensor(out, expected) as mode:
-        fault = _Judge.output_faults(judge(), out, expected)
+        fault = compare.output_faults(out, expected, rules())
     assert fault.startswith("class 2 (partial work or wrong result): 3 of 1000 output elements outside"), fault
     assert "(max abs error 0.5 over the finite ones, 1 NaN, 0 infinite)" in fault, fault
     assert mode.largest <= CHUNK
@@ -90,16 +86,14 @@ def test_an_output_of_poison_is_named_as_memory_the_candidate_never_wrote(small_
     out = expected.clone()
     out[SIZE - 5 :] = POISON  # in the last chunk only
     with LargestNewTensor(out, expected) as mode:
-        fault = _Judge.output_faults(judge(), out, expected)
+        fault = compare.output_faults(out, expected, rules())
     assert fault.startswith("class 1 (reused freed memory) or class 2 (partial work): 5 of 1000 output"), fault
     assert mode.largest <= CHUNK
 
 
 def test_a_matching_output_and_an_empty_one_have_no_fault(small_chunks):
     expected = torch.linspace(-1, 1, SIZE)
-    fake = judge()
-    assert _Judge.output_faults(fake, expected + 1e-4, expected) is None
-    assert _Judge.output_faults(fake, torch.empty(0), torch.empty(0)) is None
-    _Judge.record_error(fake, expected + 1e-4, expected)
-    _Judge.record_error(fake, torch.empty(0), torch.empty(0))
-    assert fake.result.max_abs_error == pytest.approx(1e-4, rel=0.1)
+    assert compare.output_faults(expected + 1e-4, expected, rules()) is None
+    assert compare.output_faults(torch.empty(0), torch.empty(0), rules()) is None
+    error = max(compare.max_abs_error(expected + 1e-4, expected), compare.max_abs_error(torch.empty(0), torch.empty(0)))
+    assert error == pytest.approx(1e-4, rel=0.1)

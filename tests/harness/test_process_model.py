@@ -19,12 +19,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from services.verifier.harness import verify
+from services.verifier.harness import timing
 from services.verifier.harness.candidate import Runner
+from services.verifier.harness.candidate_process import CandidateProcess
 from services.verifier.harness.channel import OutputTail
 from services.verifier.harness.check import run_check
+from services.verifier.harness.compare import fingerprint
 from services.verifier.harness.confine import job_ids
-from services.verifier.harness.verify import CandidateProcess, _fingerprint, _Judge
 from tests.harness.conftest import HERE, ROUTES, run_cli
 from tests.missing import missing_service
 
@@ -350,7 +351,7 @@ def test_the_fingerprint_of_an_output_past_2_to_the_24_elements_stays_inside_it(
     drawn in float32, rounded past the end from 2^24 elements on -- log_softmax's 1.6e9-element output at full shapes
     broke the H200 check with a device assert (docs/decisions/0007)."""
     size = 16_777_220  # float32 rounds size - 1 up to size
-    total, picks = _fingerprint(torch.arange(size, dtype=torch.int32))
+    total, picks = fingerprint(torch.arange(size, dtype=torch.int32))
     assert len(picks) == 64 and picks[0] == 0 and picks[-1] == size - 1
     assert list(picks) == sorted(set(picks)) and total == size * (size - 1) / 2
 
@@ -489,8 +490,8 @@ def _gpu_protocol_on_the_cpu(monkeypatch):
         self.calibrate_timed(time.monotonic() + 60)
 
     monkeypatch.setattr(CandidateProcess, "calibrate", and_the_timed_protocol)
-    monkeypatch.setattr(_Judge, "time_candidate", _Judge.time_candidate_by_events)
-    monkeypatch.setattr(verify, "PREPARE_SLACK_MS", CPU_PREPARE_SLACK_MS)
+    monkeypatch.setattr(timing, "time_candidate", timing.time_candidate_by_events)
+    monkeypatch.setattr(timing, "PREPARE_SLACK_MS", CPU_PREPARE_SLACK_MS)
 
 
 def test_a_timed_calls_inputs_do_not_exist_on_the_candidate_side_before_the_go(rules_path, monkeypatch):
@@ -524,7 +525,7 @@ def test_the_timed_slots_memory_is_made_after_both_sides_gave_back_what_correctn
     release and the judge releases its own before the first slot is made."""
     _gpu_protocol_on_the_cpu(monkeypatch)
     trace = []
-    ask, create, release = CandidateProcess.ask, verify.Region.create.__func__, verify.release_memory
+    ask, create, release = CandidateProcess.ask, timing.Region.create.__func__, timing.release_memory
 
     def traced_ask(self, order, *args, **kwargs):
         trace.append(order["op"])
@@ -539,8 +540,8 @@ def test_the_timed_slots_memory_is_made_after_both_sides_gave_back_what_correctn
         release(device)
 
     monkeypatch.setattr(CandidateProcess, "ask", traced_ask)
-    monkeypatch.setattr(verify.Region, "create", classmethod(traced_create))
-    monkeypatch.setattr(verify, "release_memory", traced_release)
+    monkeypatch.setattr(timing.Region, "create", classmethod(traced_create))
+    monkeypatch.setattr(timing, "release_memory", traced_release)
     doc = smoke(ROUTES / "reference", rules_path, "new_gelu", "log_softmax")
     assert doc["passed"], doc["reasons"]
     loads = [i for i, op in enumerate(trace) if op == "load"]

@@ -1,8 +1,8 @@
 """The candidate process: runs a route's ModelNew on the judge's orders and reports what it saw.
 
-Started by the judge (``verify.CandidateProcess``) as ``python -m services.verifier.harness.candidate``, confined
-(confine.py: the job user, bubblewrap, cgroup caps); it talks only through the two pipe descriptors
-named in KB_CHANNEL_FDS, the stamped socket (KB_STAMPED_FD) and the handover socket (KB_HANDOVER_FD: the memory the
+Started by the judge (``candidate_process.CandidateProcess``) as ``python -m services.verifier.harness.candidate``,
+confined (confine.py: the job user, bubblewrap, cgroup caps); it talks only through the two pipe descriptors named in
+KB_CHANNEL_FDS, the stamped socket (KB_STAMPED_FD) and the handover socket (KB_HANDOVER_FD: the memory the
 judge makes for outputs and draws a GPU timed call's inputs into, shared_memory.py). It is started
 while the judge still times the references: it loads its interpreter and torch, then waits for the judge's
 ``references_done`` before it starts CUDA; the route's directory goes on its path at the first ``load``.

@@ -5,9 +5,9 @@ whose length the receiver bounds, and a tensor comes back as (dtype, shape) plus
 memory the judge made and the candidate maps (shared_memory.py: device memory on the GPU) -- which the judge copies
 into its own memory at once and checks like any other untrusted value: the candidate can still write the region
 while the judge compares, the judge's copy it cannot. The copy's cost is measured before route code is imported
-(verify.py's calibration) and recorded in the metrics file (isolation.candidate) and bench/harness/. A CPU profile's
-timed call answers on a socket the kernel stamps instead (StampedChannel). What it prints the judge keeps only as a
-bounded tail (OutputTail), for failure reasons.
+(candidate_process.CandidateProcess.calibrate) and recorded in the metrics file (isolation.candidate) and
+bench/harness/. A CPU profile's timed call answers on a socket the kernel stamps instead (StampedChannel). What it
+prints the judge keeps only as a bounded tail (OutputTail), for failure reasons.
 """
 
 import contextlib
@@ -110,7 +110,7 @@ _SEED = struct.Struct(">Q")
 
 
 class StampedChannel:
-    """A CPU profile's timed call (verify.py): the judge's go, then the output's bytes and last its header as messages
+    """A CPU profile's timed call (timing.py): the judge's go, then the output's bytes and last its header as messages
     on a Unix SEQPACKET socket, each stamped by the kernel when the candidate handed it over. The stamp of the last
     bytes is when the output existed in full, out of the candidate's reach (the kernel holds the copy it reads): the
     judge's clock for the call stops there, however late the judge itself wakes to read it. The bytes go first so

@@ -12,22 +12,13 @@ import torch
 
 from contracts import rules as rules_file
 from contracts.metrics import VERIFIER_VERSION
+from services.verifier.harness.candidate_process import Candidates, CandidateSetup, make_workdir, stage_route
 from services.verifier.harness.confine import Caps
+from services.verifier.harness.context import Context, CouldNotRun, ProblemResult
 from services.verifier.harness.device import release_memory
 from services.verifier.harness.static_scan import scan_route
-from services.verifier.harness.verify import (
-    Candidates,
-    CandidateSetup,
-    Context,
-    CouldNotRun,
-    ProblemResult,
-    make_kit,
-    make_workdir,
-    prepare_reference,
-    stage_route,
-    time_reference,
-    verify_problem,
-)
+from services.verifier.harness.timing import time_reference
+from services.verifier.harness.verify import make_kit, prepare_reference, verify_problem
 
 
 def candidate_caps(device: str) -> Caps:

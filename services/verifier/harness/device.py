@@ -4,7 +4,7 @@ poisoning freed memory, and the timer.
 GPU: CUDA events on the current stream, bounded by device-wide synchronisation, with the host clock read around the
 same interval as a cross-check (class 5: work on a side stream shows in the wall time but not in the events).
 CPU profile (CI, smoke shapes): a host timer -- the judge's: the references' calls in its own process, the candidate's
-from its go to the kernel's stamp of the output (verify.py); the candidate side's is only a report. Its numbers are
+from its go to the kernel's stamp of the output (timing.py); the candidate side's is only a report. Its numbers are
 indicative only and never a verified score.
 """
 

@@ -2,8 +2,9 @@
 
 This module must be imported before any route code runs: the functions bound here are the ones the harness compares
 and times with, whatever a route later does to ``torch`` or ``time``. Route code runs only in the candidate process
-(verify.py), so in the judge these bindings are simply the originals; in the candidate process the snapshot is defence
-in depth that names class 6 early (route code there could rewrite the snapshot too: the judge never relies on it).
+(candidate_process.py), so in the judge these bindings are simply the originals; in the candidate process the
+snapshot is defence in depth that names class 6 early (route code there could rewrite the snapshot too: the judge
+never relies on it).
 """
 
 import builtins
