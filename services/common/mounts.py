@@ -1,6 +1,6 @@
 """Which directories a sandbox covers, binds back and covers again: the one mount plan both layers follow, the check's
-sandbox (sandbox_setup.sh, given the plan as its arguments) and the candidate's (confine.py, bubblewrap). Stdlib only:
-the verifier's harness imports it on the GPU machine.
+sandbox (sandbox_setup.sh, given the plan as its arguments) and the candidate's (services/verifier/harness/confine.py,
+bubblewrap). Stdlib only: the verifier's harness imports it on the GPU machine.
 
 A sandbox covers some directories with empty tmpfs: those everything private lives under (/tmp, /run, ...) and the
 hidden ones (KB_HOME, credentials, the judge's files). What it must still run (the project, the Python) is bound back

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from services.common.confine import Caps, Confinement, job_ids, usable_bwrap
 from services.common.mounts import Unconfinable, mount_plan
 from services.common.sandbox import Sandbox, SandboxConfig, isolation_available
+from services.verifier.harness.confine import Caps, Confinement, job_ids, usable_bwrap
 from tests.missing import missing_service
 
 COVERED = ("/root", "/tmp", "/var/tmp")
@@ -131,7 +131,7 @@ def test_the_plan_names_what_cannot_be_shown_without_showing_what_is_hidden():
 
 CONFINED_INSIDE = """
 import subprocess, sys
-from services.common.confine import Caps, Confinement
+from services.verifier.harness.confine import Caps, Confinement
 confinement = Confinement.prepare(Caps(), name="kb-layout-nested", visible=[sys.argv[1]])
 try:
     done = subprocess.run(confinement.command(["sh", "-c", sys.argv[2]]), capture_output=True, text=True, timeout=60)
