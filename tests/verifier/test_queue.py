@@ -185,3 +185,23 @@ async def test_a_check_whose_worker_keeps_dying_is_failed_as_abandoned(log, sett
     [row] = await queue.search()
     assert (row.state, row.attempts) == ("failed", 4)
     assert list(row.result.reasons) == ["abandoned: the check's worker died 3 times before it finished"]
+
+
+async def test_a_queued_check_is_told_its_place_in_line_and_about_when_it_starts(log, settings, queue, repo):
+    """kb checks shows a queued check's place and an estimate from recent check times (issue 37)."""
+    from services.verifier.api import with_places
+
+    rules_commit = await approve_rules(log, repo, rules_with_checks(QUICK))
+    shas = [(await push_route(log, repo, route_name(), {"new_gelu.py": ""}, rules_commit))[0] for _ in range(3)]
+    await consumer(log, settings, queue).catch_up()
+    outcome = domain.RunOutcome(0, False, 1.0, b'{"score": 1, "cost": 0, "subtasks": []}')
+    done = await queue.claim("w1")  # one check ran before: its time is the estimate's
+    await queue.complete(done.item.check_id, domain.judge(done.item, outcome, host="w1"))
+    running = await queue.claim("w1")
+    waiting = [r for sha in shas for r in await queue.search(sha=sha) if r.state == "queued"]
+
+    [check] = await with_places(queue, waiting)
+    assert check.state == "queued" and check.queue_position == 1  # next, behind the one running
+    assert 0 < check.estimated_wait_s < 60  # one recent check's time, for the one running ahead of it
+    [shown] = await with_places(queue, [await queue.get(running.item.check_id)])
+    assert (shown.state, shown.queue_position) == ("running", 0)
