@@ -40,7 +40,7 @@ from contracts import access, names
 from contracts.access import KIND_NAMES, ROLE_NAMES, Actor
 from services.common import metrics
 from services.common.eventlog import NewEvent
-from services.common.grpcserver import HandlerWrappers
+from services.common.handlers import HandlerWrappers
 from services.common.logs import bind_ids, get_logger
 
 TOKEN_PREFIX = names.TOKEN_PREFIX

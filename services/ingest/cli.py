@@ -9,65 +9,35 @@ origin last showed and streams it to the service.
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 from contracts import names
-from services.cli.client import NotSignedIn, channel, metadata, save_token
+from services.cli.client import metadata, save_token
+from services.ingest import pulls_cli
+from services.ingest.cli_support import (
+    CliError,
+    add,
+    all_pages,
+    comment_dict,
+    emit,
+    git,
+    git_bytes,
+    group,
+    handler,
+    stub,
+    when,
+)
 
 CHUNK_BYTES = 256 * 1024
 PROGRESS_FROM_BYTES = 1024 * 1024
-
-
-class CliError(Exception):
-    pass
-
-
-def stub():
-    from kernelboard.v1 import ingest_pb2_grpc
-
-    return ingest_pb2_grpc.IngestStub(channel("ingest"))
-
-
-def emit(args, data: dict, human: str) -> None:
-    print(json.dumps(data, indent=2, sort_keys=True) if args.json else human)
 
 
 def progress(verb: str, done: int, total: int) -> None:
     if total >= PROGRESS_FROM_BYTES:
         end = "\n" if done >= total else ""
         print(f"\r{verb} {done / 1e6:.1f} / {total / 1e6:.1f} MB", end=end, file=sys.stderr, flush=True)
-
-
-def git(*args: str, cwd: str | Path | None = None, check: bool = True) -> str:
-    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
-    if check and proc.returncode != 0:
-        raise CliError(f"git {' '.join(args[:2])}: {proc.stderr.strip()}")
-    return proc.stdout.strip()
-
-
-def git_bytes(*args: str, cwd: str | Path | None = None) -> tuple[int, bytes, str]:
-    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True)
-    return proc.returncode, proc.stdout, proc.stderr.decode("utf-8", "replace").strip()
-
-
-def handler(fn):
-    """Run a command, turning service and git errors into one line on stderr and exit status 1."""
-
-    def run(args) -> int:
-        import grpc
-
-        try:
-            return fn(args) or 0
-        except grpc.RpcError as err:
-            print(f"kb: {err.code().name}: {err.details()}", file=sys.stderr)
-        except (CliError, NotSignedIn) as err:
-            print(f"kb: {err}", file=sys.stderr)
-        return 1
-
-    return run
 
 
 def principal_dict(p) -> dict:
@@ -313,10 +283,6 @@ def cmd_rules_approve(args):
 # --- issues and comments ------------------------------------------------------------------------------------------
 
 
-def when(stamp) -> str:
-    return stamp.ToDatetime().strftime("%Y-%m-%d %H:%M") if stamp.seconds else ""
-
-
 def issue_dict(i) -> dict:
     return {
         "number": i.number,
@@ -328,21 +294,6 @@ def issue_dict(i) -> dict:
         "comments": i.comments,
         "opened_at": when(i.opened_at),
     }
-
-
-def comment_dict(c) -> dict:
-    return {"id": c.id, "author": c.author, "body": c.body, "created_at": when(c.created_at)}
-
-
-def all_pages(call, request, field: str, limit: int) -> list:
-    """Follow a list's cursor until its last page or ``limit`` items (0: no limit)."""
-    items = []
-    while True:
-        reply = call(request, metadata=metadata())
-        items += list(getattr(reply, field))
-        if not reply.next_page_token or (limit and len(items) >= limit):
-            return items[:limit] if limit else items
-        request.page_token = reply.next_page_token
 
 
 def comment_lines(comments) -> list[str]:
@@ -472,18 +423,6 @@ def cmd_members_leave(args):
 # --- registration --------------------------------------------------------------------------------------------------
 
 
-def add(subparsers, name: str, fn, help_: str):
-    parser = subparsers.add_parser(name, help=help_, description=help_)
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
-    parser.set_defaults(handler=fn)
-    return parser
-
-
-def group(subparsers, name: str, help_: str):
-    parser = subparsers.add_parser(name, help=help_, description=help_)
-    return parser.add_subparsers(dest=f"{name}_command", metavar="COMMAND", required=True)
-
-
 def register(subparsers) -> None:
     login = add(subparsers, "login", cmd_login, "sign in with an API token (checked with the service, then stored)")
     login.add_argument("--token", help="the token (default: read from standard input)")
@@ -507,8 +446,6 @@ def register(subparsers) -> None:
     push.add_argument(
         "--wait", action="store_true", help="follow the pushed commit's checks to the end; exit 0 passed, 1 not"
     )
-
-    from services.ingest import pulls_cli  # here: it builds on this module's helpers
 
     pulls_cli.register(subparsers)
 

@@ -8,7 +8,7 @@ A pull request's checks are the verifier's checks of its head commit (a route co
 from services.cli import checks as kb_checks
 from services.cli.client import channel, metadata
 from services.common import text
-from services.ingest.cli import CliError, add, all_pages, comment_dict, emit, git, group, handler, stub, when
+from services.ingest.cli_support import CliError, add, all_pages, comment_dict, emit, git, group, handler, stub, when
 
 VERDICTS = ("approve", "request_changes", "comment")  # events.proto's ReviewVerdict, REVIEW_VERDICT_<NAME>
 

@@ -10,7 +10,8 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from kernelboard.v1 import board_pb2, board_pb2_grpc, scheduler_pb2, scheduler_pb2_grpc, verifier_pb2, verifier_pb2_grpc
 from prometheus_client import REGISTRY
 
-from services.common.grpcserver import HandlerWrappers, start_server
+from services.common.grpcserver import start_server
+from services.common.handlers import HandlerWrappers
 from tests.common.servicers import BOARD, SCHEDULER, SLOW_VERSION_BASE, VERIFIER, add_all
 from tests.common.waiting import sample_reaches
 
