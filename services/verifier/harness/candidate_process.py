@@ -378,7 +378,7 @@ class Candidates:
         self.output_bytes: int | None = None  # known once every reference is timed; no candidate goes before
         self.timeline: list[dict] = []  # per process let go: its spawned/waiting/go/ready times (time.monotonic)
         # Where no cgroup can be made, memory is capped by an rlimit, which a machine's CUDA might not start under
-        # (the H200's does: bench/harness/isolation, run21): a check's first candidate that cannot start under it is
+        # (the H200's does: docs/decisions/0008): a check's first candidate that cannot start under it is
         # started again without it, and so is every later one of the check; this says why.
         self.memory_rlimit_failed: str | None = None
 

@@ -1,7 +1,7 @@
 """The judge's comparisons of a candidate's output with its own reference's: the output as received, whether it matches
 within the rules' tolerances (and which cheat class a mismatch points to), its error, its fingerprint, and its
 precision against a float64 oracle. Every comparison goes COMPARE_CHUNK elements at a time: a full-shape output is
-gigabytes, and a temporary of its size ran an 80 GB card out of memory (bench/harness/isolation, run24)."""
+gigabytes, and a temporary of its size ran an 80 GB card out of memory (docs/decisions/0007)."""
 
 import copy
 import math
@@ -30,7 +30,7 @@ def fingerprint(out: torch.Tensor) -> tuple:
 
 def chunk_pairs(out: torch.Tensor, expected: torch.Tensor):
     """Both tensors flattened, COMPARE_CHUNK elements at a time: a full-shape output is gigabytes, and a comparison's
-    temporaries over all of it at once are several times that (at rms_norm an 80 GB card ran out, run24)."""
+    temporaries over all of it at once are several times that (an 80 GB card ran out: docs/decisions/0007)."""
     flat_out, flat_expected = out.reshape(-1), expected.reshape(-1)
     for start in range(0, flat_out.numel(), COMPARE_CHUNK):
         yield flat_out[start : start + COMPARE_CHUNK], flat_expected[start : start + COMPARE_CHUNK]

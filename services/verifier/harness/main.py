@@ -52,7 +52,7 @@ def handle(args: argparse.Namespace) -> int:
 
         # One check per process: what the imports (torch's above all) left on the heap lives as long as the process,
         # so a collection between problems need not walk it (24 full collections took 3.6 s: bench/harness/
-        # isolation, run9).
+        # isolation/runs.md, run9).
         gc.collect()
         gc.freeze()
         document = run_check(

@@ -9,13 +9,13 @@ so that nothing crosses the host.
 - Outputs: one region as large as the largest reference output, which the candidate copies every output it hands
   over into and the judge copies out of into its own memory before it compares (it never compares what route code
   can still write to). Through pinned host memory the judge's copies of rms_norm's ten 7.5 GB outputs took 1.7 s
-  (about 44 GB/s, bench/harness/isolation run20); device to device a 7.5 GB output crosses in 4.0 ms each way
-  (bench/harness/wall_probe.py, run21).
+  (about 44 GB/s); device to device a 7.5 GB output crosses in 4.0 ms each way (bench/harness/wall_probe.py;
+  docs/decisions/0002).
 
 The memory is a file descriptor the judge creates and hands over on a Unix socket (``send_region``/``recv_region``,
 SCM_RIGHTS): on the GPU a CUDA virtual-memory allocation exported as a POSIX descriptor (``cuMemCreate`` with
 ``CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR``), which maps across bubblewrap's PID namespace and the uid drop (torch's
-legacy ``cudaIpcGetMemHandle`` does not there: "mapping of buffer object failed", bench/harness/isolation/run16); on
+legacy ``cudaIpcGetMemHandle`` does not there: "mapping of buffer object failed": docs/decisions/0005); on
 the CPU a memfd.
 """
 

@@ -38,8 +38,8 @@ JUDGE_CLOCK_SLACK_MS = {"gpu": 0.3, "cpu": 15.0}  # the CPU profile runs on shar
 # call's clock runs. Route code can still look for them on the device meanwhile, but the GPU time-slices between the
 # two processes' contexts, so any such work stretches the judge's own drawing and L2 flush. Allowed over what the same
 # drawing and flush cost with the device to the judge alone (medians): this many ms plus this share of it. On the H200
-# (bench/harness/isolation, runs 17-19) the honest route's 12 problems came -0.22 to +0.23 ms over; a kernel spinning on
-# the inputs (p23) 4.8 ms, a host thread polling them with small copies (p24) 0.58 ms.
+# the honest route's 12 problems came -0.22 to +0.23 ms over; a kernel spinning on the inputs (p23) 4.8 ms, a host
+# thread polling them with small copies (p24) 0.58 ms (docs/decisions/0005).
 PREPARE_SLACK_MS = 0.3
 PREPARE_SLACK_SHARE = 0.1
 TIMING_POOL = 2  # input buffers rotated through the timed runs
@@ -141,7 +141,8 @@ def time_candidate_by_events(judge: Judge) -> Timing:
     after the candidate said it was ready and before the L2 flush and the go (check_prepare bounds what the
     candidate may do on the device meanwhile)."""
     # Both sides give back first what their allocators cached of the correctness calls: the regions come from
-    # outside those caches, and with them kept a full-shape log_softmax ran an 80 GB card out of memory (run23).
+    # outside those caches, and with them kept a full-shape log_softmax ran an 80 GB card out of memory
+    # (docs/decisions/0007).
     judge.ask({"op": "release"})
     release_memory(judge.ctx.device)
     regions = []
