@@ -155,7 +155,7 @@ async def test_agent_push_and_job_are_scored_and_ranked(stack, people):
     assert (top["rank"], top["route"], top["source"]) == (1, ROUTE, "reported by maintainer"), top
     assert abs(top["score"] - job_check.score) < 1e-9 and top["reporter"] == "curator"
     text = stack.kb("board", token=agent).stdout
-    assert ROUTE in text and "Ranked" in text and "unverified check" in text
+    assert ROUTE in text and "Ranked" in text and "passed, unverified (CPU profile)" in text  # contracts/results.py
     await assert_board_rebuilds(stack, people["curator"])
 
 
