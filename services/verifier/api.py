@@ -95,7 +95,7 @@ class VerifierServicer(verifier_pb2_grpc.VerifierServicer):
 
     async def _known_route(self, route: str) -> None:
         if route and not await self.queue.route_known(route):
-            raise not_found("unknown_route", f"unknown route {route!r}")
+            raise not_found("unknown_route", f"no route {route!r} in the log")  # as the board's GetRoute says it
 
     async def ListChecks(self, request, context):
         route, sha = filters(request)

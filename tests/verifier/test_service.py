@@ -180,7 +180,7 @@ async def test_kb_checks_lists_and_shows_the_checks(log, repo, service, monkeypa
     assert f"/route/listed/check/{check_id}" in shown_text
     # an unknown route is NOT_FOUND, as kb board --route says it
     assert await asyncio.to_thread(kb_main, ["checks", "--route", "nosuch"]) == 1
-    assert "NOT_FOUND: unknown route 'nosuch'" in capsys.readouterr().err
+    assert "NOT_FOUND: no route 'nosuch' in the log" in capsys.readouterr().err
     assert await asyncio.to_thread(kb_main, ["checks", check_id, "--json"]) == 0
     [shown] = [json.loads(row) for row in capsys.readouterr().out.splitlines() if row.startswith('{"attempts"')]
     assert shown["state"] == "passed" and shown["result"]["subtasks"][0]["id"] == "new_gelu"

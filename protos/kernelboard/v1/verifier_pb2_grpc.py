@@ -75,8 +75,8 @@ class VerifierServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListChecks(self, request, context):
-        """Newest first.
-        Statuses: INVALID_ARGUMENT (a bad route or sha filter, limit out of range)
+        """Newest first; a queued check with its place in line and an estimate.
+        Statuses: INVALID_ARGUMENT (a bad route or sha filter, limit out of range), NOT_FOUND (a route the log never named)
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -84,7 +84,7 @@ class VerifierServicer:
 
     def WatchChecks(self, request, context):
         """The matching checks as they are now, then each one again whenever it changes (queued, running, finished).
-        Statuses: INVALID_ARGUMENT
+        Statuses: INVALID_ARGUMENT, NOT_FOUND (a route the log never named)
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
