@@ -208,3 +208,12 @@ async def test_the_route_page_shows_checks_over_time_and_each_problem_against_th
     assert await chart.locator(".row.baseline").count() == 1  # hinge_loss, not submitted
     assert await chart.locator(".floor").count() == len(PROBLEMS) - 1
     assert "the check that ranks it" in await page.inner_text("#board-2 h3")
+
+    # The route page links each check's own page: its words, what it ran beside the rules' baseline, every problem.
+    await page.click('#history-2 a[href="/route/fast/check/202"]')
+    await page.wait_for_url(stack.web_url + "/route/fast/check/202")
+    assert await page.inner_text("#check-result") == "passed, verified"
+    assert await page.inner_text("#check-score") == "2.500"
+    assert "torch 2.11.0+cu130" in await page.inner_text("#check-ran")
+    assert "the rules' baseline: PyTorch eager" in await page.inner_text("#check-ran")
+    assert [r["problem"] for r in await table_rows(page, "#problems-2")] == PROBLEMS
