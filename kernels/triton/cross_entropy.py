@@ -2,7 +2,9 @@
 
 Each program takes a band of rows and walks the classes in tiles with an online log-sum-exp (one exp per element),
 picks each row's target logit, and writes the band's loss sum and its count of counted rows; a one-program kernel
-adds both in a fixed order and divides.
+adds both in a fixed order and divides. ``persistent`` variants launch a few programs per SM that walk the bands of
+rows in a software-pipelined loop (the next bands' loads in flight while this one is reduced), each writing one
+partial of its bands.
 """
 
 import os
@@ -32,6 +34,8 @@ VARIANTS = {
     "default": {"BLOCK_R": 2, "BLOCK_C": 4096, "num_warps": 8},
     "persist_r1_w4_p4_s3": _persist(1, 4, 4, 3),
     "persist_r1_w8_p2_s3": _persist(1, 8, 2, 3),
+    "persist_r1_w8_p3_s3": _persist(1, 8, 3, 3),
+    "persist_r1_w8_p2_s4": _persist(1, 8, 2, 4),
     "persist_r2_w8_p2_s2": _persist(2, 8, 2, 2),
     "persist_r2_w8_p1_s3": _persist(2, 8, 1, 3),
     "persist_r1_w4_p8_s2": _persist(1, 4, 8, 2),

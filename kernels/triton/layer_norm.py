@@ -9,6 +9,12 @@ A row here is 4M floats (16 MB), far more than one program can hold, so each row
    reads find the last chunks of step 1 still in L2, and both walk chunk-major (all rows of chunk 0, then chunk 1,
    ...) so that each weight and bias chunk comes from HBM once and from L2 for the other rows.
 
+``fused`` runs both passes in one cooperative launch of a few programs per SM that meet once in between: work
+items are (chunk, row) pairs, chunk-major; pass 1 walks them forward and reads its last ``keep_mb`` MB with
+evict_last, pass 2 walks them backward (so its first reads find those in L2), reads x evict_first, weight and bias
+evict_last (shared by the rows of a chunk) and streams y out (.cs). No launch gap, and the tail of pass 1 is re-read
+from L2 rather than HBM.
+
 Variants that read x from HBM once, in one cooperative launch where all programs take one row at a time and meet
 per row: ``hold`` keeps each program's slice in registers from the load to the store (a row is half the register
 file of the GPU, so the next row cannot be loaded while this one waits), ``l2`` re-reads it from L2. Both measured
@@ -55,6 +61,7 @@ VARIANTS = {
     "fused_c8192_w8_p4_k24": _fused(8192, 8, 4, 24),
     "fused_c2048_w4_p8_k24": _fused(2048, 4, 8, 24),
     "fused_c4096_w8_p2_k24_s2": _fused(4096, 8, 2, 24, stages=2),
+    "fused_c4096_w8_p4_k24_s2": _fused(4096, 8, 4, 24, stages=2),
     "fused_c2048_w4_p4_k24_s2": _fused(2048, 4, 4, 24, stages=2),
     "c2048_b2048_w4": {"mode": "two_pass", "CHUNK": 2048, "BLOCK": 2048, "num_warps": 4},
     "hold_s16384_w8_p2": _coop("hold", 16384, 16384, 8, 2),
