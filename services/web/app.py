@@ -260,7 +260,11 @@ async def check_page(request: web.Request) -> web.Response:
                 card=card,
                 chart=chart.speedup_chart(record.subtasks),
             )
-    raise PageFailed(404, f"no check {wanted[:40]!r} among route {name[:40]!r}'s latest checks")
+    raise PageFailed(
+        404,
+        f"no finished check {wanted[:40]!r} among route {name[:40]!r}'s latest checks: a check shows here once it has"
+        f" ended (follow a queued or running one with `kb checks {wanted[:40]} --watch`)",
+    )
 
 
 async def board_json_page(request: web.Request) -> web.Response:

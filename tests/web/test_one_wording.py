@@ -113,4 +113,4 @@ async def test_a_route_page_links_each_check_and_an_unknown_check_is_not_found(s
     status, body, _ = await get(stack, "/route/fast")
     assert 'href="/route/fast/check/202"' in body and 'href="/route/fast/check/201"' in body
     status, body, _ = await get(stack, "/route/fast/check/999")
-    assert status == 404 and "no check &#39;999&#39;" in body
+    assert status == 404 and "no finished check &#39;999&#39;" in body and "kb checks 999 --watch" in body
