@@ -113,7 +113,7 @@ def cmd_pr_show(args):
 
     p = stub().GetPullRequest(ingest_pb2.GetPullRequestRequest(number=args.number), metadata=metadata())
     checks, unavailable = head_checks(p.head_sha)
-    data = {**pull_dict(p), "checks": [json_format.MessageToDict(c) for c in checks]}
+    data = {**pull_dict(p), "checks": [json_format.MessageToDict(c, preserving_proto_field_name=True) for c in checks]}
     if unavailable:
         data["checks_unavailable"] = unavailable
     emit(args, data, show_text(p, checks, unavailable))
