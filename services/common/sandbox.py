@@ -255,6 +255,34 @@ class Sandbox:
 
 JOB_PATH = "/usr/local/bin:/usr/bin:/bin"
 MAX_JOB_PROCESSES = 4096
+# Covered in a job besides COVERED and its hidden directories: root's home (where a Python may be installed, which is
+# bound back on top). The job user may pass through it on the host to reach that Python (deploy/local/slurm/job-user.sh)
+# but must see nothing else there.
+JOB_COVERED = (*COVERED, "/root")
+
+
+@dataclass(frozen=True)
+class JobPython:
+    """The interpreter a job runs with: the one the checks use (its torch and triton), first on the job's PATH as
+    ``python`` and ``python3``, and ``KB_PYTHON``. ``prefixes``: its venv and base install, bound back read-only where
+    the job's covers would hide them."""
+
+    executable: str
+    prefixes: tuple[str, ...]
+
+    @property
+    def bin_dir(self) -> str:
+        return os.path.dirname(self.executable)
+
+
+def job_python(executable: str = sys.executable) -> JobPython:
+    """``executable`` with its prefixes (sys.prefix and sys.base_prefix, as that interpreter reports them)."""
+    if os.path.realpath(executable) == os.path.realpath(sys.executable):
+        prefixes = [sys.prefix, sys.base_prefix]
+    else:
+        ask = [executable, "-I", "-c", "import sys; print(sys.prefix); print(sys.base_prefix)"]
+        prefixes = subprocess.run(ask, capture_output=True, text=True, check=True, timeout=60).stdout.split()
+    return JobPython(executable, tuple(existing(prefixes, os.path.isdir)))
 
 
 def job_batch_script(
@@ -266,13 +294,15 @@ def job_batch_script(
     network: bool,
     cpu_seconds: int,
     label: str,
+    python: JobPython,
 ) -> str:
     """The batch script that runs ``command`` confined, for sbatch --uid=<job user>.
 
     box is the job's directory on the node (its commit in box/work, the only writable place, seen inside at
     INNER_ROOT); workdir is where the command starts, relative to box/work; hidden are the host directories covered
     by empty tmpfs besides /tmp, /run and /dev/shm (KB_HOME, the other jobs, Slurm's spool); network False gives the
-    job a network namespace of its own with a loopback that is down."""
+    job a network namespace of its own with a loopback that is down; python is the interpreter the job finds first
+    (the checks'), its install bound back read-only."""
     inner_work = f"{INNER_ROOT}/work"
     inner_dir = f"{inner_work}/{workdir}".rstrip("/") if workdir not in {"", "."} else inner_work
     unshare = ["unshare", "--user", '--map-user="$(id -u)"', '--map-group="$(id -g)"', "--keep-caps"]
@@ -288,7 +318,7 @@ def job_batch_script(
         'bash -c "$setup" kb-sandbox-setup',
         q(str(box)),
         q(INNER_ROOT),
-        *(q(path) for path in setup_arguments(mount_plan([INNER_ROOT, *COVERED], list(hidden), []))),
+        *(q(path) for path in setup_arguments(mount_plan([INNER_ROOT, *JOB_COVERED], list(hidden), python.prefixes))),
         "--",
         '/bin/sh -c \'cd "$1" && shift && exec "$@"\' kb-job',
         q(inner_dir),
@@ -308,7 +338,8 @@ setup=$(cat <<'KB_SANDBOX_SETUP'
 {setup}
 KB_SANDBOX_SETUP
 )
-job_env=(PATH={JOB_PATH} HOME=/tmp TMPDIR=/tmp LANG=C.UTF-8 KB_JOB_DIR={q(inner_work)} SLURM_SUBMIT_DIR={q(inner_dir)})
+job_env=(PATH={q(python.bin_dir + ":" + JOB_PATH)} KB_PYTHON={q(python.executable)} HOME=/tmp TMPDIR=/tmp LANG=C.UTF-8
+  PYTHONNOUSERSITE=1 KB_JOB_DIR={q(inner_work)} SLURM_SUBMIT_DIR={q(inner_dir)})
 while IFS= read -r -d '' var; do
   case "$var" in
   SLURM_CONF=* | SLURM_SUBMIT_DIR=*) ;;

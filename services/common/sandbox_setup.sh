@@ -38,7 +38,10 @@ for i in "${!bind_backs[@]}"; do
 done
 mount --rbind "$box" "$inner"
 for i in "${!bind_backs[@]}"; do
-    umount ".visible/$i"
+    # A job enters here as the job user (in a user namespace of its own), whose umount looks the path up and cannot
+    # find it once the box covers INNER: the parked copy then stays at the box's host path, which a cover hides (the
+    # job directories are hidden, or lie under INNER), read-only like every other mount.
+    umount ".visible/$i" 2>/dev/null || [[ $EUID -ne 0 ]]
 done
 cd /
 awk '{print $5}' /proc/self/mountinfo | sort -u | while read -r mount_point; do
@@ -53,7 +56,9 @@ for i in "${!bind_backs[@]}"; do
     mkdir -p "${bind_backs[$i]}"
     mount --move "$inner/.visible/$i" "${bind_backs[$i]}"
 done
-[[ ${#bind_backs[@]} -eq 0 ]] || rmdir "$inner/.visible"/* "$inner/.visible"
+# The parking folders go, except in a job (the job user here): its box is root's, and the copies left at the box's
+# host path keep their folders busy; they stay, empty.
+[[ ${#bind_backs[@]} -eq 0 ]] || rmdir "$inner/.visible"/* "$inner/.visible" 2>/dev/null || [[ $EUID -ne 0 ]]
 for dir in "${recovers[@]}"; do
     cover "$dir" # it lies in a bind-back, so it is there: if it cannot be covered, nothing runs
 done

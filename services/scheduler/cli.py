@@ -115,7 +115,7 @@ def list_jobs(args) -> int:
     stub = _stub()
     reply = _call(stub.ListJobs, scheduler_pb2.ListJobsRequest(route=args.route, owner=args.owner, live_only=args.live))
     if args.format == "json":
-        print(json.dumps([_as_dict(job) for job in reply.jobs], indent=2))
+        print(json.dumps([job_dict(job) for job in reply.jobs], indent=2))
     elif args.format == "squeue":
         print(f"{'JOBID':>8} {'PARTITION':>9} {'ROUTE':>12} {'OWNER':>10} {'ST':>10}  REASON")
         for job in reply.jobs:
@@ -124,9 +124,8 @@ def list_jobs(args) -> int:
     elif args.format == "sacct":
         print("JobID|State|ExitCode|Elapsed|CPUSeconds")
         for job in reply.jobs:
-            print(
-                f"{job.job_id}|{job.state}|{job.exit_code}:{job.signal}|{_elapsed(job.elapsed_s)}|{job.cpu_seconds:.0f}"
-            )
+            exit_code = f"{job.exit_code}:{job.signal}" if job.finished else ""
+            print(f"{job.job_id}|{job.state}|{exit_code}|{_elapsed(job.elapsed_s)}|{job.cpu_seconds:.0f}")
     else:
         from services.common.text import table  # every kb table: columns as wide as their widest cell
 
@@ -147,14 +146,65 @@ def list_jobs(args) -> int:
     return 0
 
 
+def job_dict(job) -> dict:
+    """A job as `kb job ... --json` prints it: the Job message, but no exit status or signal before it has ended (a
+    pending job has none, not 0)."""
+    data = _as_dict(job)
+    if not job.finished:
+        data["exit_code"] = data["signal"] = None
+    return data
+
+
+def _amount(count: int, unit: str) -> str:
+    return f"{count} {unit}{'s' * (count != 1)}"
+
+
+def resources_text(resources) -> str:
+    """partition gpu, 4 CPUs, 8192 MB, 1 GPU, at most 00:30:00."""
+    parts = [f"partition {resources.partition}" if resources.partition else "", _amount(resources.cpus, "CPU")]
+    parts.append(f"{resources.mem_mb} MB" if resources.mem_mb else "")
+    parts.append(_amount(resources.gpus, "GPU") if resources.gpus else "")
+    parts.append(f"at most {_elapsed(resources.time_limit_s)}" if resources.time_limit_s else "")
+    return ", ".join(p for p in parts if p)
+
+
+def job_fields(job) -> list[list[str]]:
+    """A job's fields in words, as `kb job show` prints them: what is not known yet is left out."""
+    state = job.state + (f" ({job.reason})" if job.reason and job.reason != "None" else "")
+    if job.held:
+        state += ", held: waits for a maintainer's release"
+    owner = job.owner + (f" (submitted by {job.submitted_by})" if job.submitted_by not in ("", job.owner) else "")
+    fields = [
+        ["job", job.job_id],
+        ["route", job.route],
+        ["script", f"{job.script_path} at {job.sha[:12]}"],
+        ["owner", owner],
+        ["state", state],
+        ["resources", resources_text(job.resources)],
+    ]
+    if job.released_by:
+        fields.append(["released by", job.released_by])
+    if job.elapsed_s or job.finished:
+        fields.append(["elapsed", f"{_elapsed(job.elapsed_s)} ({job.cpu_seconds:.0f} CPU-seconds)"])
+    if job.finished:
+        fields.append(["exit code", str(job.exit_code) + (f", signal {job.signal}" if job.signal else "")])
+    if job.result_sha:
+        fields.append(["result", f"{job.result_sha[:12]} at {job.result_ref} (kb job fetch {job.job_id})"])
+    if job.result_error:
+        fields.append(["result", f"not committed: {job.result_error}"])
+    fields += [["left out", path] for path in job.excluded]
+    if job.work_dir:
+        fields.append(["directory", job.work_dir])
+    return fields
+
+
 def _print_job(job, as_json: bool) -> None:
     if as_json:
-        print(json.dumps(_as_dict(job)))
+        print(json.dumps(job_dict(job)), flush=True)
         return
-    for key, value in _as_dict(job).items():
-        if value not in ("", [], {}, 0, False) or key in ("state", "exit_code"):
-            print(f"{key:>13}: {value}")
-    print()
+    from services.common.text import table
+
+    print("\n".join(table(None, job_fields(job), indent="")) + "\n", flush=True)
 
 
 def show_job(args) -> int:

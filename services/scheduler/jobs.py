@@ -13,7 +13,7 @@ import shutil
 import time
 from collections import Counter
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -82,6 +82,7 @@ class SchedulerConfig:
     job_user: str = "kb-job"  # who Slurm runs jobs as (sbatch --uid); never root; "": the scheduler's own uid
     jobs_root: Path | None = None  # default $KB_HOME/jobs; every folder above it must let the job user pass
     hidden: tuple[str, ...] = ()  # more host directories jobs must not see (Slurm's spool and state)
+    python: sandbox.JobPython = field(default_factory=sandbox.job_python)  # the checks' Python, torch and triton
 
     @property
     def jobs_dir(self) -> Path:
@@ -264,6 +265,9 @@ class JobService:
             folder = str(Path(script_path).parent)
             chdir, placed = placement(work_dir, folder, plan.paths)
             if self.config.job_user:
+                # Where the job's sandbox parks what it binds back (its Python) while it covers the rest.
+                (box / ".visible").mkdir(mode=0o700)
+                hand_over(box / ".visible", self.config.job_user)
                 hand_over(work_dir, self.config.job_user)
             batch = box / "batch.sh"
             batch.write_text(
@@ -275,6 +279,7 @@ class JobService:
                     network=limits[resources.partition].network,
                     cpu_seconds=resources.time_limit_s * max(resources.cpus, 1) + 60,
                     label=f"{self.config.deployment}-{number}",
+                    python=self.config.python,
                 )
             )
             batch.chmod(0o600)

@@ -3,6 +3,7 @@
 import asyncio
 import os
 import pwd
+import sys
 from datetime import timedelta
 from pathlib import Path
 
@@ -10,7 +11,7 @@ from kernelboard.v1 import events_pb2, scheduler_pb2, scheduler_pb2_grpc
 
 from contracts import names
 from contracts.refusals import clip, invalid
-from services.common import auth
+from services.common import auth, sandbox
 from services.common.config import ServerConfig, Settings
 from services.common.eventlog import EventLog
 from services.common.grpcserver import serve
@@ -97,6 +98,8 @@ def config_from_env(settings: Settings) -> SchedulerConfig:
     # As root the scheduler submits with sbatch --uid=<job user>; otherwise (a container) jobs run as its own uid on
     # the Slurm nodes, which must be the job user there (deploy/k8s/README.md), and KB_JOB_USER is empty.
     job_user = os.environ.get("KB_JOB_USER", "kb-job" if os.getuid() == 0 else "")
+    # Jobs run with the Python the checks use (its torch and triton): the verifier's, unless KB_JOB_PYTHON says.
+    python = os.environ.get("KB_JOB_PYTHON") or os.environ.get("KB_VERIFIER_PYTHON", sys.executable)
     return SchedulerConfig(
         home=settings.home,
         rules_path=Path(rules) if Path(rules).exists() else None,
@@ -106,6 +109,7 @@ def config_from_env(settings: Settings) -> SchedulerConfig:
         job_user=job_user,
         jobs_root=Path(jobs_root) if jobs_root else default_jobs_dir(settings.home),
         hidden=slurm_state_dirs(settings.slurm_conf),
+        python=sandbox.job_python(python),
     )
 
 

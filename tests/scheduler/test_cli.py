@@ -1,7 +1,9 @@
 """`kb job` and slurm.sh (sbatch, squeue, sacct, scancel) from a clone, against the real scheduler and Slurm."""
 
 import asyncio
+import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -54,6 +56,12 @@ async def test_slurm_sh_and_kb_job_from_a_clone(stack, tmp_path):
     short_id, long_id = out.split()[:2]
     assert long_id in out.split("\n", 2)[2]  # squeue lists the live job
 
+    code, out = await shell(stack, "alice", f"kb job show {long_id} --json", tmp_path)
+    live = json.loads(out)
+    assert code == 0 and not live["finished"] and live["exit_code"] is None, out  # not ended: no exit status yet
+    code, out = await shell(stack, "alice", f"kb job show {long_id}", tmp_path)
+    assert code == 0 and "exit code" not in out and "{" not in out, out
+
     code, out = await shell(stack, "alice", f"{source}\nscancel {long_id}", tmp_path)
     assert code == 0 and f"job {long_id}: cancel requested" in out, out
     await stack.wait_job(short_id, lambda job: job.finished and job.result_sha, 60, "finished")
@@ -71,6 +79,11 @@ async def test_slurm_sh_and_kb_job_from_a_clone(stack, tmp_path):
 
     code, out = await shell(stack, "alice", f"kb job show {short_id} --json", tmp_path)
     assert code == 0 and '"state": "COMPLETED"' in out, out
+    code, out = await shell(stack, "alice", f"kb job show {short_id}", tmp_path)
+    fields = dict(re.split(r"\s{2,}", line, maxsplit=1) for line in out.splitlines() if line.strip())
+    assert code == 0 and fields["state"] == "COMPLETED" and fields["exit code"] == "0", out
+    assert fields["resources"].startswith("partition ") and " 1 CPU, " in fields["resources"], out
+    assert fields["result"].endswith(f"at refs/jobs/{short_id} (kb job fetch {short_id})"), out
 
     code, out = await shell(stack, "alice", f"{source}\nsbatch --time=5 routes/fast/cli.sbatch", tmp_path)
     assert code == 2 and "#SBATCH" in out, out
