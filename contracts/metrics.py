@@ -1,16 +1,19 @@
 """The ``{score, cost, subtasks}`` format, parsed one way (docs/ARCHITECTURE.md, "Metrics"), in two declared profiles:
 
 - ``CHECK``: the metrics file a check writes (the file named by ``checks[].metrics`` in the rules; the harness's
-  output). ``subtasks`` is a list of at most MAX_SUBTASKS events.proto Subtask objects, each with an ``id``; it may
-  also say ``passed``, ``verified``, ``reasons``, ``not_verified_because``, ``runner``, ``torch`` and ``triton``. The
-  verifier turns it into a CheckCompleted.
+  output). ``subtasks`` is a list of at most MAX_SUBTASKS events.proto Subtask objects, each with an ``id`` (and
+  optionally its noise: ``speedup_interval`` [low, high] around its ``speedup``, ``candidate_rsd`` >= 0); it may
+  also say ``passed``, ``verified``, ``reasons``, ``not_verified_because``, ``runner``, ``torch``, ``triton`` and
+  ``timing_protocol`` (one of contracts.rules.TIMING_PROTOCOLS). The verifier turns it into a CheckCompleted.
 - ``REPORT``: a route's own report, ``routes/<route>/metrics.json``. ``subtasks`` is a list or an object of the
   route's choosing (recorded as is in MetricsReported); an optional ``report`` object says where, when and under
   which rules it was measured (``runner``, ``measured_at``, ``rules_commit``: one line of printable text each, at
   most MAX_REPORT_TEXT characters; the board shows them); other fields are the route's own and are not read.
 
 Both: at most MAX_BYTES, a JSON object, ``score`` and ``cost`` required finite numbers >= 0 (not booleans),
-``subtasks`` required. A MetricsError names the first field that is wrong.
+``subtasks`` required, and optionally ``score_interval``: the score's noise as [low, high], finite, with
+0 <= low <= score <= high (the board ties routes whose intervals overlap). A MetricsError names the first field that
+is wrong.
 
 VERIFIER_VERSION is the version of the verifier that writes and judges the CHECK profile: the harness stamps it into
 the file and the verifier into CheckCompleted; the rules' ``benchmark.verifier_versions`` says which ones count.
@@ -25,7 +28,9 @@ import json
 import math
 from dataclasses import dataclass
 
-VERIFIER_VERSION = 1
+from contracts.rules import TIMING_PROTOCOLS
+
+VERIFIER_VERSION = 2
 # A check's exit status, which the verifier reads beside its metrics file: passed, a guardrail broken, could not run.
 EXIT_PASSED, EXIT_BROKEN, EXIT_COULD_NOT_RUN = 0, 1, 2
 
@@ -40,6 +45,7 @@ MAX_SUBTASK_ID = 64
 SUBTASK_VIOLATIONS_BYTES = 6 * 1024
 REPORT_FIELDS = ("runner", "measured_at", "rules_commit")
 SUBTASK_NUMBERS = ("speedup", "reference_ms", "candidate_ms", "max_abs_error", "error_ratio", "floor_fraction")
+INTERVAL_FIELDS = ("speedup_low", "speedup_high")  # Subtask's fields that speedup_interval fills
 
 
 class MetricsError(ValueError):
@@ -71,6 +77,9 @@ class Metrics:
     not_verified_because: tuple[str, ...] = ()
     measured_at: str = ""  # REPORT: from its "report" object, as written
     rules_commit: str = ""
+    score_low: float = 0.0  # the score's interval ("score_interval"); 0/0: none given
+    score_high: float = 0.0
+    timing_protocol: str = ""  # CHECK: the rules' timing protocol the check applied ("" when it does not say)
 
 
 def cut(value) -> str:
@@ -93,6 +102,34 @@ def _strings(document: dict, name: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise MetricsError(f"{name}: must be a list of strings")
     return tuple(cut(v) for v in value[:MAX_REASONS])
+
+
+def interval(value, around: float, name: str) -> tuple[float, float]:
+    """An interval [low, high] around a value (a score, a speed-up): two finite numbers, 0 <= low <= around <= high;
+    a MetricsError naming ``name`` otherwise."""
+    if not isinstance(value, list) or len(value) != 2:
+        raise MetricsError(f"{name}: must be [low, high], got {cut(json.dumps(value))}")
+    low, high = value
+    for bound in (low, high):
+        if isinstance(bound, bool) or not isinstance(bound, int | float) or not math.isfinite(bound):
+            raise MetricsError(f"{name}: low and high must be finite numbers, got {cut(json.dumps(value))}")
+    if not 0 <= low <= around <= high:
+        raise MetricsError(f"{name}: must hold its value, 0 <= low <= {around!r} <= high, got [{low!r}, {high!r}]")
+    return float(low), float(high)
+
+
+def _score_interval(document: dict, score: float) -> dict[str, float]:
+    if "score_interval" not in document:
+        return {}
+    low, high = interval(document["score_interval"], score, "score_interval")
+    return {"score_low": low, "score_high": high}
+
+
+def _timing_protocol(document: dict) -> str:
+    protocol = _optional_string(document, "timing_protocol")
+    if protocol and protocol not in TIMING_PROTOCOLS:
+        raise MetricsError(f"timing_protocol: must be one of {', '.join(TIMING_PROTOCOLS)}, got {protocol!r}")
+    return protocol
 
 
 def _optional_string(document: dict, name: str) -> str:
@@ -151,6 +188,11 @@ def _check_subtasks(raw) -> tuple:
     for index, item in enumerate(raw):
         if not isinstance(item, dict):
             raise MetricsError(f"subtasks[{index}]: must be an object")
+        item = dict(item)
+        for name in INTERVAL_FIELDS:  # one spelling of the noise: speedup_interval
+            if name in item:
+                raise MetricsError(f"subtasks[{index}].{name}: not read; write speedup_interval: [low, high]")
+        noise = item.pop("speedup_interval", None)
         try:
             subtask = json_format.ParseDict(item, events_pb2.Subtask())
         except json_format.ParseError as err:
@@ -160,6 +202,11 @@ def _check_subtasks(raw) -> tuple:
         for name in SUBTASK_NUMBERS:
             if not math.isfinite(getattr(subtask, name)):
                 raise MetricsError(f"subtasks[{index}].{name}: must be finite")
+        if not (math.isfinite(subtask.candidate_rsd) and subtask.candidate_rsd >= 0):
+            raise MetricsError(f"subtasks[{index}].candidate_rsd: must be a finite number >= 0")
+        if noise is not None:
+            name = f"subtasks[{index}].speedup_interval"
+            subtask.speedup_low, subtask.speedup_high = interval(noise, subtask.speedup, name)
         subtask.id = subtask.id[:MAX_SUBTASK_ID]
         violations = _within_bytes([cut(v) for v in subtask.violations[:MAX_REASONS]], SUBTASK_VIOLATIONS_BYTES)
         del subtask.violations[:]
@@ -192,8 +239,9 @@ def parse(data: bytes | str, profile: Profile) -> Metrics:
         subtasks = raw
     else:
         raise MetricsError(f"subtasks: must be a list or an object, got {type(raw).__name__}")
+    noise = _score_interval(document, score)
     if not profile.reads_verdict:
-        return Metrics(score, cost, subtasks, **_report(document))
+        return Metrics(score, cost, subtasks, **_report(document), **noise)
     passed, verified = _flag(document, "passed", None), _flag(document, "verified", False)
     return Metrics(
         score=score,
@@ -206,4 +254,6 @@ def parse(data: bytes | str, profile: Profile) -> Metrics:
         triton_version=_optional_string(document, "triton"),
         verified=verified,
         not_verified_because=_strings(document, "not_verified_because"),
+        timing_protocol=_timing_protocol(document),
+        **noise,
     )

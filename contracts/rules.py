@@ -39,12 +39,24 @@ class RulesError(ValueError):
         super().__init__("; ".join(self.errors))
 
 
+# The timing protocols a rules file may name in guardrails.timing.protocol: what one timed "run" measures. Rules that
+# name none are version 1's (the field came with version 2), so the reader gives them COLD_HOST_LAUNCH.
+COLD_HOST_LAUNCH = "cold-host-launch"
+COLD_DEVICE_BLOCKING = "cold-device-blocking"
+TIMING_PROTOCOLS = {
+    COLD_HOST_LAUNCH: "each call from an idle, L2-flushed GPU, its host launch inside the CUDA events (version 1)",
+    COLD_DEVICE_BLOCKING: "each call from an idle, L2-flushed GPU, enqueued behind a blocking kernel that is then "
+    "released: the events measure the device executing the call (version 2; NVBench's cold measurement)",
+}
+
+
 @dataclass(frozen=True)
 class Timing:
     statistic: str
     runs: int
     warmup_runs: int
     l2_flush: bool
+    protocol: str = COLD_HOST_LAUNCH
 
 
 @dataclass(frozen=True)
@@ -270,7 +282,7 @@ class _Reader:
     def _dollar_schema(self, *_):
         return ()
 
-    _dollar_id = _title = _dollar_defs = _dollar_schema
+    _dollar_id = _title = _dollar_defs = _description = _dollar_schema
 
     def _x_error(self, *_):
         return ()

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from contracts.refusals import Refusal
-from contracts.rules import Rules, RulesError, parse
+from contracts.rules import COLD_HOST_LAUNCH, Rules, RulesError, parse
 
 # What decides how a result is judged (docs/ARCHITECTURE.md, rules): a change to any of these makes old and new results
 # incomparable, so it needs a new benchmark.version (a new board). Everything else in scienceslack.json (the task's
@@ -43,9 +43,25 @@ def _leaf_differences(prefix: str, old, new) -> list[str]:
     return [] if old == new and type(old) is type(new) else [prefix]
 
 
+# How results are timed: a change to any of these is named as a timing change in the refusal (it is one of the
+# judging changes above), because a score timed one way cannot be ranked against one timed another way.
+TIMING_FIELDS = ("guardrails.timing", "benchmark.verifier_versions", "benchmark.verifier_version")
+
+
+def _with_default_protocol(rules: Mapping) -> Mapping:
+    """Rules that name no guardrails.timing.protocol time by version 1's rule (contracts.rules.Timing's default): the
+    guard compares them as if they named it, so that writing the default out is not a change and dropping a named
+    protocol is one."""
+    timing = _at(rules, ("guardrails", "timing"))
+    if not isinstance(timing, Mapping) or "protocol" in timing:
+        return rules
+    return {**rules, "guardrails": {**rules["guardrails"], "timing": {**timing, "protocol": COLD_HOST_LAUNCH}}}
+
+
 def judging_differences(old: Mapping, new: Mapping) -> list[str]:
     """The fields that judge results (JUDGING_FIELDS) whose values differ between two versions of the rules, as dotted
     paths (``guardrails.atol``, ``benchmark.kernels``, ``checks``)."""
+    old, new = _with_default_protocol(old), _with_default_protocol(new)
     differences = []
     for path in JUDGING_FIELDS:
         differences += _leaf_differences(".".join(path), _at(old, path), _at(new, path))
@@ -70,11 +86,19 @@ def check_change(approved: Rules | None, new: Rules) -> None:
     differences = judging_differences(approved.raw, new.raw)
     if differences:
         shown = ", ".join(differences[:20]) + (f" and {len(differences) - 20} more" if len(differences) > 20 else "")
+        timing = [d for d in differences if d.startswith(TIMING_FIELDS)]
+        why = (
+            f"; a timing change ({', '.join(timing)}) is a judging change: a score timed one way cannot be ranked "
+            "against one timed another way"
+            if timing
+            else ""
+        )
         raise Refusal(
             "FAILED_PRECONDITION",
             "judging_changed",
             f"these rules judge differently from the approved ones ({shown}) but keep benchmark.version "
-            f"{old_version}: raise benchmark.version to {old_version + 1} so that a new board starts",
+            f"{old_version}{why}: raise benchmark.version to {old_version + 1} so that a new board starts "
+            f"(the board of version {old_version} stays, read-only)",
         )
 
 

@@ -69,7 +69,8 @@ def run(args) -> int:
                 top = view.ranked[0] if view.ranked else None
                 score = results.entry_verdict(top).score if top else ""
                 best = f"top {top.route} {score} ({top.source})" if top else "no ranked scores"
-                print(f"version {view.version}  {view.status:<10} {len(view.ranked)} ranked  {best}")
+                when = "earlier" if view.earlier else "current"
+                print(f"version {view.version}  {when:<8} {view.status:<10} {len(view.ranked)} ranked  {best}")
         elif args.rebuild:
             reply = stub.Rebuild(board_pb2.RebuildBoardRequest(), metadata=metadata)
             print(

@@ -15,10 +15,16 @@ The rules, as this module applies them (docs/ARCHITECTURE.md, "Board rules"):
 - Ranked: a route's best passing verified check on that board (source "verified"; an equal score later keeps the
   earlier; verified means judged on the rules' pinned runner at full shapes, so a CPU-profile pass never ranks) and
   its latest report by a maintainer ("reported by maintainer"; a report's reason is its own account of the measurement,
-  runner, time and rules commit, when its metrics.json gives one). Higher scores rank first; ties break on the earlier
-  log position. A check counts only when the board's rules accept its verifier version (the rules'
+  runner, time and rules commit, when its metrics.json gives one). Higher scores rank first, then the earlier log
+  position. A check counts only when the board's rules accept its verifier version (the rules'
   ``benchmark.verifier_versions`` list or ``benchmark.verifier_version``; rules naming neither accept any); a score
   that is not a finite number never ranks.
+- Ranked with its noise: each entry keeps its score's interval (CheckCompleted / MetricsReported score_low and
+  score_high; none, or one that is not finite or does not hold the score, is the score alone). Entries whose
+  intervals overlap cannot be ordered by the board: they are **tied**, sharing one place numbered by its first
+  position ("=2"); a place is the shortest run of entries, in score order, that no overlap crosses.
+- Earlier boards: once a later version's rules are approved, a board is earlier: kept as it was, read-only (new
+  checks are requested under the rules in force and land on the current board).
 - Listed beside, unranked: a route's latest report by anyone else ("reported") and, while the route's latest counted
   check failed, that check with its reasons ("failed check"), or passed without being verified, that check with why
   it is not verified ("unverified check"), or left a problem not judged, that check with which ("incomplete check").
@@ -91,6 +97,8 @@ class Entry(NamedTuple):
     check_id: str
     reporter: str
     runner: str
+    score_low: float  # the score's interval from its own noise; 0/0: none (the score alone)
+    score_high: float
 
 
 # A route's history on a board is the log positions of its checks, reports and adoption marks, each with what the
@@ -389,6 +397,7 @@ def _on_metrics_reported(state: State, board, event, payload, actor: str, positi
             "",
             payload.reporter or actor,
             runner,
+            *_noise(score, payload.score_low, payload.score_high),
         )
         if by_maintainer:
             on_board.by_maintainer = entry
@@ -396,6 +405,14 @@ def _on_metrics_reported(state: State, board, event, payload, actor: str, positi
             on_board.reported = entry
         board.last_scored_ns = ns
     on_board.history.append(position * 4 + (COUNTED if counted else NOT_FINITE))
+
+
+def _noise(score: float, low: float, high: float) -> tuple[float, float]:
+    """The interval an event gives its score, as the board keeps it: (0, 0), none, unless both bounds are finite and
+    hold the score (the verifier and ingest refuse others; an event in the log is still read as hostile)."""
+    if _isfinite(low) and _isfinite(high) and low <= score <= high and (low, high) != (0.0, 0.0):
+        return low, high
+    return 0.0, 0.0
 
 
 def _measured(runner: str, measured_at: str, rules_commit: str) -> str:
@@ -461,6 +478,7 @@ def _check_entry(source: str, score: float, reason: str, event, payload, positio
             payload.check_id,
             "",
             payload.runner,
+            *_noise(score, payload.score_low, payload.score_high),
         ),
     )
 
@@ -613,8 +631,25 @@ def history_record(board: Board, code: int, event: events_pb2.Event) -> Record:
 # ---- eligibility, ranking and status: what the views show --------------------------------------------------------
 
 
-def ranked(board: Board) -> list[tuple[str, Entry]]:
-    """(route, entry) in rank order: higher score first, ties to the earlier log position."""
+class Placed(NamedTuple):
+    """A ranked row: the route, its entry, its place (the first position of it, from 1) and whether it shares it."""
+
+    route: str
+    entry: Entry
+    rank: int
+    tied: bool
+
+
+def interval(entry: Entry) -> tuple[float, float]:
+    """The entry's score interval; the score alone when it has none."""
+    if entry.score_low == entry.score_high == 0.0:
+        return entry.score, entry.score
+    return entry.score_low, entry.score_high
+
+
+def ranked(board: Board) -> list[Placed]:
+    """The ranked rows in order (higher score first, then the earlier log position), each with its place: rows whose
+    intervals overlap share one, so that no two routes are ordered by noise."""
     rows = []
     for route, on_board in board.routes.items():
         if on_board.verified is not None:
@@ -622,7 +657,42 @@ def ranked(board: Board) -> list[tuple[str, Entry]]:
         if on_board.by_maintainer is not None:
             rows.append((route, on_board.by_maintainer))
     rows.sort(key=lambda row: (-row[1].score, row[1].position))
-    return rows
+    starts = place_starts([interval(entry) for _, entry in rows])
+    placed = []
+    for index, (route, entry) in enumerate(rows):
+        start = starts[index]
+        tied = start != index or (index + 1 < len(rows) and starts[index + 1] == start)
+        placed.append(Placed(route, entry, start + 1, tied))
+    return placed
+
+
+def place_starts(intervals: list[tuple[float, float]]) -> list[int]:
+    """For intervals in descending score order, the index where each one's place starts. Row j overlaps an earlier
+    row i exactly when low_i <= high_j (high_i >= score_i >= score_j >= low_j holds already), so the earliest row it
+    overlaps is found by bisecting the running minimum of the lows; every row between the two shares their place."""
+    count = len(intervals)
+    running_min: list[float] = []  # non-increasing: min(low_0 .. low_k)
+    joins = [0] * (count + 1)  # +1 where a run of rows joined to their predecessor begins, -1 after it ends
+    for j, (low, high) in enumerate(intervals):
+        # the first i whose running minimum is <= high: a bisection over a non-increasing list
+        first, last = 0, j
+        while first < last:
+            middle = (first + last) // 2
+            if running_min[middle] <= high:
+                last = middle
+            else:
+                first = middle + 1
+        if first < j:  # rows first+1 .. j each share a place with the row before
+            joins[first + 1] += 1
+            joins[j + 1] -= 1
+        running_min.append(low if not running_min else min(running_min[-1], low))
+    starts, covering, start = [], 0, 0
+    for j in range(count):
+        covering += joins[j]
+        if not covering:
+            start = j
+        starts.append(start)
+    return starts
 
 
 def listed_beside(board: Board) -> list[tuple[str, Entry]]:

@@ -36,8 +36,12 @@ def render_board(view: board_pb2.BoardView) -> str:
     head = view.header
     title = view.card.name or "Board"
     status = view.status + (f": {view.status_reason}" if view.status_reason else "")
+    earlier = (
+        f"  an earlier board, kept read-only: new checks land on the current board, version {view.current_version}"
+    )
     lines = [
         f"{title}, benchmark version {view.version} [{status}]",
+        *([earlier] if view.earlier else []),
         f"  agents at work {head.agents_at_work} of {head.agents_in_all} in all · routes {head.routes}"
         f" · last active {results.when(head.last_active)} · started {results.when(head.started)}",
         "",

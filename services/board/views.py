@@ -22,9 +22,12 @@ def canonical(message) -> bytes:
     return message.SerializeToString(deterministic=True)
 
 
-def entry(route: str, row: Entry, *, rank: int, owner: str, adopted: bool) -> board_pb2.BoardEntry:
+def entry(route: str, row: Entry, *, rank: int, owner: str, adopted: bool, tied: bool = False) -> board_pb2.BoardEntry:
     return board_pb2.BoardEntry(
         rank=rank,
+        tied=tied,
+        score_low=row.score_low,
+        score_high=row.score_high,
         route=route,
         owner=owner,
         score=row.score,
@@ -81,11 +84,13 @@ def board_view(state: State, board: Board) -> board_pb2.BoardView:
         ),
         log_position=state.position,
         card=card(state, board),
+        earlier=board.version < state.in_force,
+        current_version=state.in_force,
     )
     routes = board.routes
     view.ranked.extend(
-        entry(route, row, rank=rank, owner=_owner(state, route), adopted=routes[route].adopted)
-        for rank, (route, row) in enumerate(projection.ranked(board), start=1)
+        entry(p.route, p.entry, rank=p.rank, tied=p.tied, owner=_owner(state, p.route), adopted=routes[p.route].adopted)
+        for p in projection.ranked(board)
     )
     view.listed_beside.extend(
         entry(route, row, rank=0, owner=_owner(state, route), adopted=routes[route].adopted)
@@ -119,9 +124,11 @@ def route_view(
             reports=on_board.reports,
         )
         owner = view.owner
-        for rank, (name, row) in enumerate(projection.ranked(board), start=1):
-            if name == route:
-                part.entries.append(entry(name, row, rank=rank, owner=owner, adopted=on_board.adopted))
+        for p in projection.ranked(board):
+            if p.route == route:
+                part.entries.append(
+                    entry(route, p.entry, rank=p.rank, tied=p.tied, owner=owner, adopted=on_board.adopted)
+                )
         for name, row in projection.listed_beside(board):
             if name == route:
                 part.entries.append(entry(name, row, rank=0, owner=owner, adopted=on_board.adopted))
@@ -148,8 +155,7 @@ def route_view(
             )
             if event.WhichOneof("payload") == "metrics_reported":  # a report's interval, where it gave one
                 reported = event.metrics_reported
-                record.score_low = getattr(reported, "score_low", 0.0)
-                record.score_high = getattr(reported, "score_high", 0.0)
+                record.score_low, record.score_high = reported.score_low, reported.score_high
             if event.WhichOneof("payload") == "check_completed":
                 # The check's own words, as the verifier recorded them: its per-problem results and where it ran.
                 check = event.check_completed

@@ -345,6 +345,8 @@ class Ingest(PullRequests):
             runner=reported.runner,
             measured_at=reported.measured_at,
             rules_commit=reported.rules_commit,
+            score_low=reported.score_low,
+            score_high=reported.score_high,
         )
 
     # --- routes ----------------------------------------------------------------------------------------------------

@@ -201,6 +201,8 @@ def judge(item: CheckItem, outcome: RunOutcome, *, host: str) -> Verdict:
         completed.triton_version = metrics.triton_version
         completed.verified = metrics.verified
         completed.not_verified_because.extend(metrics.not_verified_because)
+        completed.score_low, completed.score_high = metrics.score_low, metrics.score_high
+        completed.timing_protocol = metrics.timing_protocol
 
     def failed(reason: str, *reasons: str) -> Verdict:
         completed.passed = False

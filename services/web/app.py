@@ -179,27 +179,23 @@ def upstream(what: str):
         raise PageFailed(503, f"the board service is unavailable ({code.name})") from None
 
 
-def latest_version(boards) -> int:
-    return boards[-1].version if boards else 0
-
-
 # ---- pages -------------------------------------------------------------------------------------------------------
 
 
 async def board_page(request: web.Request) -> web.Response:
-    """The newest board at /, any version at /board/N; a board that is not the newest is marked earlier."""
+    """The newest board at /, any version at /board/N; an earlier board is marked so (the board service says which)."""
     version = int(request.match_info.get("version", 0))
     feeds = request.app[FEEDS]
     with upstream("board"):
         view = await feeds.board(version)
-        newest = view.version if version == 0 else (await feeds.board(0)).version
+    newest = view.current_version or view.version
     return request.app[PAGES].response(
         request,
         ("board", version, view.version, newest, view.log_position),
         "board.html",
         view=view,
         newest=newest,
-        earlier=view.version != newest,
+        earlier=view.earlier,
         live_url=f"/live/{version}",  # version 0 follows the newest board as it moves
     )
 
@@ -207,7 +203,7 @@ async def board_page(request: web.Request) -> web.Response:
 async def boards_page(request: web.Request) -> web.Response:
     with upstream("board"):
         boards = await request.app[SOURCE].boards()
-    return page("boards.html", boards=list(reversed(boards)), newest=latest_version(boards))
+    return page("boards.html", boards=list(reversed(boards)))
 
 
 def placing_check(part):

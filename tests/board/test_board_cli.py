@@ -48,7 +48,12 @@ async def test_kb_board_says_what_went_wrong(served):
     code, out, _ = await run_kb(served, "--route", "fast")
     assert code == 0 and out.startswith("route fast (owner alice")
     code, out, _ = await run_kb(served, "--list")
-    assert code == 0 and out.splitlines()[0].startswith("version 1  quiet")
+    assert code == 0 and out.splitlines()[0].startswith("version 1  earlier  quiet")
+    assert out.splitlines()[1].startswith("version 2  current")
+    code, out, _ = await run_kb(served, "--version", "1")
+    assert code == 0 and "an earlier board, kept read-only: new checks land on the current board, version 2" in out
+    code, out, _ = await run_kb(served, "--version", "1", "--json")
+    assert code == 0 and (json.loads(out)["earlier"], json.loads(out)["current_version"]) == (True, 2)
 
 
 async def test_kb_board_watch_prints_the_board_again_when_it_changes(served):

@@ -229,3 +229,72 @@ def test_an_incomplete_check_is_listed_beside_without_a_score_and_never_ranks():
         "incomplete check",
         "1 problem not judged: matmul: CUDA error: out of memory in the judge",
     )
+
+
+def noisy(payload, low: float, high: float):
+    payload.score_low, payload.score_high = low, high
+    return payload
+
+
+def test_routes_whose_intervals_overlap_are_tied_not_ordered_by_noise():
+    """a [3.00, 3.20] and b [2.95, 3.05] overlap: one place, "=1"; c [2.50, 2.60] is beyond their noise: place 3;
+    d [2.40, 2.58] overlaps c and e's point 2.45 lies in d's interval: "=3" for all three; f (no interval, 1.0)
+    alone: 6."""
+    _, view = board_of(
+        log(
+            rules(2, verifier_versions=[2]),
+            (noisy(check("a", 2, passed=True, score=3.1, check_id="a"), 3.0, 3.2), {"verifier_version": 2}),
+            (noisy(check("b", 2, passed=True, score=3.0, check_id="b"), 2.95, 3.05), {"verifier_version": 2}),
+            noisy(report("c", 2, score=2.55, by_maintainer=True, reporter="curator"), 2.5, 2.6),
+            (noisy(check("d", 2, passed=True, score=2.5, check_id="d"), 2.4, 2.58), {"verifier_version": 2}),
+            (check("e", 2, passed=True, score=2.45, check_id="e"), {"verifier_version": 2}),
+            (check("f", 2, passed=True, score=1.0, check_id="f"), {"verifier_version": 2}),
+        )
+    )
+    assert [(e.route, e.rank, e.tied) for e in view.ranked] == [
+        ("a", 1, True),
+        ("b", 1, True),
+        ("c", 3, True),
+        ("d", 3, True),
+        ("e", 3, True),
+        ("f", 6, False),
+    ]
+    assert (view.ranked[0].score_low, view.ranked[0].score_high) == (3.0, 3.2)
+    assert (view.ranked[4].score_low, view.ranked[4].score_high) == (0.0, 0.0)
+
+
+def test_an_interval_that_does_not_hold_its_score_is_read_as_none():
+    _, view = board_of(
+        log(
+            rules(2),
+            noisy(check("a", 2, passed=True, score=3.0), 3.1, 3.3),
+            noisy(check("b", 2, passed=True, score=2.0), 1.0, float("nan")),
+        )
+    )
+    assert [(e.route, e.score_low, e.score_high, e.rank, e.tied) for e in view.ranked] == [
+        ("a", 0.0, 0.0, 1, False),
+        ("b", 0.0, 0.0, 2, False),
+    ]
+
+
+def test_a_raised_version_marks_the_earlier_board_and_keeps_it_as_it_was():
+    """Board 1's results stay as they were once version 2 is approved; the view says it is earlier and which board
+    is current; new checks (requested under version 2's rules) land on board 2."""
+    before = log(
+        rules(1, verifier_versions=[1]),
+        (check("fast", 1, passed=True, score=2.0, check_id="c1"), {"verifier_version": 1}),
+        report("tiled", 1, score=3.0, by_maintainer=True, reporter="curator"),
+    )
+    state = projection.fold(before)
+    board_1 = views.board_view(state, state.boards[1])
+    assert (board_1.earlier, board_1.current_version) == (False, 1)
+    raised = [
+        *before,
+        envelope(4, rules(2, verifier_versions=[2])),
+        envelope(5, check("fast", 2, passed=True, score=2.5, check_id="c2"), verifier_version=2),
+    ]
+    state = projection.fold(raised)
+    earlier, current = (views.board_view(state, state.boards[v]) for v in (1, 2))
+    assert (earlier.earlier, earlier.current_version, current.earlier, current.current_version) == (True, 2, False, 2)
+    assert list(earlier.ranked) == list(board_1.ranked)
+    assert [(e.route, e.score, e.verifier_version) for e in current.ranked] == [("fast", 2.5, 2)]

@@ -16,20 +16,24 @@ ROUTES = ["fast", "faster", "tiled", "naive"]
 PEOPLE = ["alice", "bob", "curator"]
 AGENTS = ["alice/agent-1", "alice/agent-2", "bob/agent-1"]
 SCORES = [0.5, 1.0, 1.5, 2.0, 2.0, 3.25, math.nan, math.inf]  # few values, so that ties happen
+# A score's interval, as (below, above) the score: none, narrow, wide enough to overlap a neighbour, and hostile ones
+# (not holding the score, not finite), which the fold must read as none.
+NOISE = [None, (0.05, 0.05), (0.3, 0.2), (0.6, 0.1), (-0.1, 0.2), (0.0, math.nan), (math.inf, 0.1)]
 
 
 def _step():
     route = st.sampled_from(ROUTES)
     version = st.integers(min_value=0, max_value=3)
     score = st.sampled_from(SCORES)
+    noise = st.sampled_from(NOISE)
     return st.one_of(
         st.tuples(st.just("register"), st.sampled_from(PEOPLE + AGENTS + ["system:verifier"]), st.booleans()),
         st.tuples(st.just("start"), route, st.sampled_from(PEOPLE + AGENTS)),
         st.tuples(st.just("push"), route, st.sampled_from(PEOPLE + AGENTS)),
         st.tuples(st.just("rules"), st.integers(0, 1), st.sampled_from([None, [1], [1, 2], [2]])),
-        st.tuples(st.just("check"), route, version, st.booleans(), score, st.sampled_from([None, 1, 2])),
-        st.tuples(st.just("check"), route, version, st.booleans(), score, st.sampled_from([None, 1, 2])),
-        st.tuples(st.just("report"), route, version, st.booleans(), score),
+        st.tuples(st.just("check"), route, version, st.booleans(), score, st.sampled_from([None, 1, 2]), noise),
+        st.tuples(st.just("check"), route, version, st.booleans(), score, st.sampled_from([None, 1, 2]), noise),
+        st.tuples(st.just("report"), route, version, st.booleans(), score, noise),
         st.tuples(st.just("status"), version, st.sampled_from(["saturated", "flawed", "active", "bogus"])),
         st.tuples(st.just("adopt"), route, version, st.booleans()),
         # a maintainer disqualifies (or reinstates) one of the checks so far, by its index; or a check not yet seen
@@ -77,7 +81,7 @@ def build_log(steps, holes):
             version = max(1, version + step[1])
             events.append(envelope(position, rules(version, verifier_versions=step[2]), at_ns=now))
         elif kind == "check":
-            _, route, v, passed, score, verifier = step
+            _, route, v, passed, score, verifier, noise = step
             payload = check(
                 route,
                 v,
@@ -86,12 +90,13 @@ def build_log(steps, holes):
                 reasons=() if passed else ["atol broken"],
                 check_id=f"check-{position}",
             )
+            with_noise(payload, noise)
             events.append(envelope(position, payload, actor="system:verifier", at_ns=now, verifier_version=verifier))
             checks.append((payload.check_id, route, v))
         elif kind == "report":
-            _, route, v, by_maintainer, score = step
+            _, route, v, by_maintainer, score, noise = step
             reporter = "curator" if by_maintainer else "alice"
-            payload = report(route, v, score=score, by_maintainer=by_maintainer, reporter=reporter)
+            payload = with_noise(report(route, v, score=score, by_maintainer=by_maintainer, reporter=reporter), noise)
             events.append(envelope(position, payload, actor=reporter, at_ns=now))
         elif kind == "status":
             payload = events_pb2.BenchmarkStatusChanged(benchmark_version=step[1], status=step[2], reason="test")
@@ -108,6 +113,12 @@ def build_log(steps, holes):
             )
             events.append(envelope(position, payload, actor="curator", at_ns=now))
     return events
+
+
+def with_noise(payload, noise):
+    if noise is not None:
+        payload.score_low, payload.score_high = payload.score - noise[0], payload.score + noise[1]
+    return payload
 
 
 def snapshot(state):
@@ -168,6 +179,19 @@ def test_live_with_duplicates_and_restarts_equals_rebuild(events, data):
     assert snapshot(live) == snapshot(rebuilt)
 
 
+def noise_of(row) -> tuple[float, float]:
+    """A row's interval as an oracle reads the view: none (0/0) is the score alone."""
+    if row.score_low == row.score_high == 0:
+        return row.score, row.score
+    assert math.isfinite(row.score_low) and math.isfinite(row.score_high)
+    assert row.score_low <= row.score <= row.score_high, "an interval that does not hold its score was kept"
+    return row.score_low, row.score_high
+
+
+def overlap(a, b) -> bool:
+    return a[0] <= b[1] and b[0] <= a[1]
+
+
 @settings(max_examples=300, deadline=None)
 @given(events=logs)
 def test_ranking_is_sorted_ties_by_position_and_only_counted_scores_rank(events):
@@ -176,10 +200,20 @@ def test_ranking_is_sorted_ties_by_position_and_only_counted_scores_rank(events)
     for board in state.boards.values():
         view = views.board_view(state, board)
         rows = list(view.ranked)
-        assert [r.rank for r in rows] == list(range(1, len(rows) + 1))
         for above, below in zip(rows, rows[1:], strict=False):
             tie_to_earlier = above.score == below.score and above.global_position < below.global_position
             assert above.score > below.score or tie_to_earlier
+        # Places, checked against pairwise overlaps (an oracle apart from the projection's bisection): a boundary
+        # between two rows is a new place exactly when no overlap crosses it; a place is numbered by its first row
+        # and tied when it holds more than one.
+        noise = [noise_of(r) for r in rows]
+        starts = []
+        for k in range(len(rows)):
+            crossed = any(overlap(noise[i], noise[j]) for i in range(k) for j in range(k, len(rows)))
+            starts.append(starts[-1] if k and crossed else k)
+        assert [r.rank for r in rows] == [start + 1 for start in starts]
+        for k, row in enumerate(rows):
+            assert row.tied == (starts.count(starts[k]) > 1)
         for row in rows:
             assert math.isfinite(row.score)
             placing = by_position[row.global_position]

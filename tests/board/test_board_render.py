@@ -79,3 +79,27 @@ def test_a_first_run_ranks_the_maintainers_h200_report_and_shows_the_cpu_check_p
     beside = text[text.index("Listed beside") :].splitlines()[3]
     assert "passed, unverified (CPU profile)" in beside and "not verified: runner cpu is not the pinned" in beside
     assert "0.000" not in text
+
+
+def test_a_score_shows_its_interval_and_a_tied_place_its_equals_sign():
+    """kb board words a score with its interval and a shared place as "=1", from the projection's places; the route
+    view says the same."""
+    first = check("fast", 2, passed=True, score=3.1, check_id="c1")
+    first.score_low, first.score_high = 3.0, 3.2
+    second = report("tiled", 2, score=3.05, by_maintainer=True, reporter="curator")
+    second.score_low, second.score_high = 2.9, 3.15
+    events = [
+        envelope(1, rules(2, verifier_versions=[2])),
+        envelope(2, first, verifier_version=2),
+        envelope(3, second),
+        envelope(4, check("naive", 2, passed=True, score=1.5, check_id="c2"), verifier_version=2),
+    ]
+    state = projection.fold(events)
+    text = render.render_board(views.board_view(state, state.boards[2]))
+    ranked = text[text.index("Ranked") : text.index("Listed beside")].splitlines()
+    assert ranked[3].split()[:4] == ["=1", "fast", "3.100", "(3.000–3.200)"]  # no owner: no RouteStarted
+    assert ranked[4].split()[:4] == ["=1", "tiled", "3.050", "(2.900–3.150)"]
+    assert ranked[5].split()[:3] == ["3", "naive", "1.500"]
+    route = render.render_route(views.route_view(state, "tiled", events={e.global_position: e for e in events}))
+    assert "ranked #=1: reported by maintainer, score 3.050 (2.900–3.150)" in route
+    assert "3.050 (2.900–3.150)" in route.splitlines()[-1]  # the report in the route's history, with its interval

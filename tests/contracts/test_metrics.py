@@ -74,7 +74,67 @@ def test_a_check_reads_subtasks_and_the_verdict():
 def test_the_harness_stamps_the_one_verifier_version():
     from services.verifier.harness import check
 
-    assert check.VERIFIER_VERSION is metrics.VERIFIER_VERSION == 1
+    assert check.VERIFIER_VERSION is metrics.VERIFIER_VERSION == 2
+
+
+BASE = {"score": 2.0, "cost": 1, "subtasks": []}
+
+
+@BOTH
+def test_a_score_interval_is_read_when_it_holds_the_score(profile):
+    parsed = metrics.parse(json.dumps({**BASE, "score_interval": [1.9, 2.1]}), profile)
+    assert (parsed.score_low, parsed.score_high) == (1.9, 2.1)
+    none = metrics.parse(json.dumps(BASE), profile)
+    assert (none.score_low, none.score_high) == (0.0, 0.0)
+
+
+@BOTH
+@pytest.mark.parametrize(
+    ("noise", "message"),
+    [
+        ([2.1, 2.3], "score_interval: must hold its value, 0 <= low <= 2.0 <= high, got [2.1, 2.3]"),
+        ([1.0, 1.9], "score_interval: must hold its value"),
+        ([2.1, 1.9], "score_interval: must hold its value"),
+        ([-1, 3], "score_interval: must hold its value"),
+        ([1.9], "score_interval: must be [low, high], got [1.9]"),
+        ([1, 2, 3], "score_interval: must be [low, high]"),
+        ({"low": 1}, "score_interval: must be [low, high]"),
+        ("1.9-2.1", "score_interval: must be [low, high]"),
+        ([True, 3], "score_interval: low and high must be finite numbers"),
+        ([1.9, "2.1"], "score_interval: low and high must be finite numbers"),
+        ([1.9, 1e999], "score_interval: low and high must be finite numbers"),
+        ([None, 2.1], "score_interval: low and high must be finite numbers"),
+    ],
+)
+def test_a_hostile_score_interval_is_named(profile, noise, message):
+    assert problem(json.dumps({**BASE, "score_interval": noise}), profile).startswith(message)
+    # NaN is not JSON's, but Python's json reads it: refused alike
+    assert problem('{"score": 2, "cost": 1, "subtasks": [], "score_interval": [NaN, 3]}', profile).startswith(
+        "score_interval: low and high must be finite numbers"
+    )
+
+
+def test_a_check_reads_each_problems_noise_and_its_timing_protocol():
+    subtask = {"id": "matmul", "speedup": 1.5, "speedup_interval": [1.45, 1.52], "candidate_rsd": 0.004}
+    text = json.dumps({**BASE, "subtasks": [subtask], "timing_protocol": "cold-device-blocking"})
+    checked = metrics.parse(text, CHECK)
+    read = checked.subtasks[0]
+    assert (read.speedup_low, read.speedup_high, read.candidate_rsd) == (1.45, 1.52, 0.004)
+    assert checked.timing_protocol == "cold-device-blocking"
+    assert metrics.parse(json.dumps(BASE), CHECK).timing_protocol == ""
+
+    def refused(**change) -> str:
+        return problem(json.dumps({**BASE, "subtasks": [{**subtask, **change}]}), CHECK)
+
+    assert refused(speedup_interval=[1.6, 1.7]).startswith("subtasks[0].speedup_interval: must hold its value")
+    assert refused(speedup_interval=[1.4]).startswith("subtasks[0].speedup_interval: must be [low, high]")
+    assert refused(speedup_low=1.0).startswith("subtasks[0].speedup_low: not read; write speedup_interval")
+    assert refused(candidate_rsd=-0.1) == "subtasks[0].candidate_rsd: must be a finite number >= 0"
+    assert refused(candidate_rsd="Infinity") == "subtasks[0].candidate_rsd: must be a finite number >= 0"
+    assert problem(json.dumps({**BASE, "timing_protocol": "warm"}), CHECK).startswith(
+        "timing_protocol: must be one of cold-host-launch, cold-device-blocking"
+    )
+    assert problem(json.dumps({**BASE, "timing_protocol": 2}), CHECK) == "timing_protocol: must be a string, got int"
 
 
 def test_a_report_says_where_when_and_under_which_rules_it_was_measured():

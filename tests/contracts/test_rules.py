@@ -8,7 +8,17 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from contracts.rules import SCHEMA_PATH, RulesError, load_file, parse, validate
+from contracts.rules import (
+    COLD_DEVICE_BLOCKING,
+    COLD_HOST_LAUNCH,
+    SCHEMA_PATH,
+    TIMING_PROTOCOLS,
+    RulesError,
+    load_file,
+    parse,
+    schema,
+    validate,
+)
 
 REFERENCE = Path(__file__).resolve().parents[2] / "scienceslack.json"
 
@@ -42,16 +52,43 @@ def test_schema_is_valid_draft_2020_12():
 
 def test_reference_file_loads_into_the_view():
     rules = load_file(REFERENCE)
-    assert rules.benchmark_version == 1 and rules.status == "active"
+    assert rules.benchmark_version == 2 and rules.verifier_versions == (2,) and rules.status == "active"
     assert len(rules.kernels) == 12 and "matmul" in rules.kernels
     assert rules.atol == 0.01 and rules.rtol == 0.01 and rules.random_inputs == 5
     assert rules.timing.statistic == "median" and rules.timing.l2_flush is True
+    assert rules.timing.protocol == COLD_DEVICE_BLOCKING
     assert rules.check("verify").script == "checks/verify.sbatch"
     assert rules.partitions["main"].max_time_s == 3600 and rules.partitions["main"].gpus == 0
     assert rules.maintainers == ("curator",)
     assert rules.raw["benchmark"]["name"] == "KernelBench operators"
     with pytest.raises(KeyError, match="no check named 'lint'"):
         rules.check("lint")
+
+
+def test_the_timing_protocol_is_named_one_of_the_known_ones(rules_dict):
+    """guardrails.timing.protocol: one of TIMING_PROTOCOLS, the schema's enum; rules that name none (version 1's,
+    approved before the field) time by version 1's rule."""
+    assert set(schema()["properties"]["guardrails"]["properties"]["timing"]["properties"]["protocol"]["enum"]) == set(
+        TIMING_PROTOCOLS
+    )
+    rules_dict["guardrails"]["timing"]["protocol"] = "warm"
+    assert errors_of(rules_dict) == (
+        "guardrails.timing.protocol: 'warm' is not one of cold-host-launch, cold-device-blocking",
+    )
+    rules_dict["guardrails"]["timing"]["protocol"] = 2
+    assert errors_of(rules_dict) == (
+        "guardrails.timing.protocol: 2 is not one of cold-host-launch, cold-device-blocking",
+    )
+    del rules_dict["guardrails"]["timing"]["protocol"]
+    assert parse(rules_dict).timing.protocol == COLD_HOST_LAUNCH
+
+
+def test_the_earlier_versions_rules_still_read():
+    from services.ingest.seed import EARLIER_RULES, PROJECT
+
+    earlier = [load_file(PROJECT / path) for path in EARLIER_RULES]
+    assert [r.benchmark_version for r in earlier] == list(range(1, len(earlier) + 1))
+    assert earlier[0].timing.protocol == COLD_HOST_LAUNCH and earlier[0].verifier_versions == (1,)
 
 
 def test_view_is_frozen():
@@ -209,7 +246,7 @@ def test_without_jsonschema_the_same_rules_and_the_same_errors(tmp_path, rules_d
         check=True,
     )
     assert out.stdout.splitlines() == [
-        "1 12 curator",
+        "2 12 curator",
         "maintainers: required field missing; guardrails.atol: 0 must be greater than 0",
         "False",
     ]
@@ -241,8 +278,10 @@ def dotted(path) -> str:
 
 
 def test_every_required_field_removed_is_named(rules_dict):
-    """Each field of the reference is required (partition names aside): dropping any one names exactly it."""
-    paths = [path for path, _ in leaf_and_object_paths(rules_dict) if path != ("limits", "partitions", "main")]
+    """Each field of the reference is required (partition names aside, and the timing protocol, which rules approved
+    before it existed leave out): dropping any one names exactly it."""
+    optional = {("limits", "partitions", "main"), ("guardrails", "timing", "protocol")}
+    paths = [path for path, _ in leaf_and_object_paths(rules_dict) if path not in optional]
     assert len(paths) == 34
     for path in paths:
         broken = copy.deepcopy(rules_dict)

@@ -133,6 +133,7 @@ class Stack:
     private_postgres: bool = False
     poll_s: str = "0.5"
     components: tuple[str, ...] = ("relay", *SERVICES)
+    rules_through: int | None = None  # bootstrap the rules up to this benchmark version (None: the project's own)
     extra_env: dict[str, str] = field(default_factory=dict)
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     ports: dict[str, int] = field(default_factory=dict)
@@ -211,7 +212,8 @@ class Stack:
         finally:
             await admin.close()
         self.kb("admin", "migrate")
-        self.python("-m", "tests.e2e.bootstrap")
+        through = () if self.rules_through is None else ("--rules-through", str(self.rules_through))
+        self.python("-m", "tests.e2e.bootstrap", *through)
         for name in self.components:
             self.start(name)
         for name in self.components:

@@ -214,17 +214,18 @@ async def test_an_outsider_who_joins_runs_jobs_unheld_and_files_issues(stack, pe
 
 async def test_raising_the_benchmark_version_starts_a_new_board(stack, people):
     curator = people["curator"]
-    before = kb_json(stack, "board", "--version", "1", token=curator)
-    assert before["version"] == 1 and before["ranked"]
+    current = kb_json(stack, "board", token=curator)["version"]
+    before = kb_json(stack, "board", "--version", str(current), token=curator)
+    assert before["version"] == current and before["ranked"]
 
     clone = stack.root / "clone-main"
     stack.kb("clone", str(clone), token=curator)
     env = stack.env()
     rules_path = clone / "scienceslack.json"
     rules = json.loads(rules_path.read_text())
-    rules["benchmark"]["version"] = 2
+    rules["benchmark"]["version"] = current + 1
     rules_path.write_text(json.dumps(rules, indent=2) + "\n")
-    git("commit", "-q", "-am", "benchmark version 2", cwd=clone, env=env)
+    git("commit", "-q", "-am", f"benchmark version {current + 1}", cwd=clone, env=env)
     main_sha = git("rev-parse", "HEAD", cwd=clone, env=env)
     stack.kb("push", "main", "-C", str(clone), token=curator)
     stack.kb("fetch", "-C", str(clone), token=curator)
@@ -233,16 +234,19 @@ async def test_raising_the_benchmark_version_starts_a_new_board(stack, people):
     events = await read_log(stack.database_url)
     rules_events = [e.rules_approved for e in events if e.WhichOneof("payload") == "rules_approved"]
     assert rules_events[-1].rules_commit == main_sha
-    assert rules_events[-1].benchmark_version == 2
+    assert rules_events[-1].benchmark_version == current + 1
 
     listed = await wait_for(
-        lambda: (b := kb_json(stack, "board", "--list", token=curator)) and len(b.get("boards", [])) == 2 and b,
-        "a second board",
+        lambda: (
+            (b := kb_json(stack, "board", "--list", token=curator)) and len(b.get("boards", [])) == current + 1 and b
+        ),
+        "a new board",
         30,
     )
-    assert [b["version"] for b in listed["boards"]] == [1, 2]
+    assert [b["version"] for b in listed["boards"]] == list(range(1, current + 2))
     newest = kb_json(stack, "board", token=curator)
-    assert newest["version"] == 2 and newest["card"]["rules_commit"] == main_sha and not newest.get("ranked")
-    old = kb_json(stack, "board", "--version", "1", token=curator)
+    assert newest["version"] == current + 1 and newest["card"]["rules_commit"] == main_sha
+    assert not newest.get("ranked")
+    old = kb_json(stack, "board", "--version", str(current), token=curator)
     assert old["ranked"] == before["ranked"] and old["card"]["rules_commit"] == before["card"]["rules_commit"]
     await assert_board_rebuilds(stack, curator)

@@ -50,6 +50,11 @@ JUDGING_CHANGES = [
     ("guardrails.atol", 0.02),
     ("guardrails.rtol", 0.001),
     ("guardrails.timing.runs", 50),
+    ("guardrails.timing.protocol", "cold-host-launch"),
+    ("guardrails.timing.statistic", "min"),
+    ("guardrails.timing.warmup_runs", 0),
+    ("guardrails.timing.l2_flush", False),
+    ("benchmark.verifier_versions", [1, 2]),
     ("guardrails.runner_gpu", "NVIDIA B200"),
     ("benchmark.kernels", ["matmul"]),
     ("benchmark.score_rule", "arithmetic mean"),
@@ -66,13 +71,61 @@ NEUTRAL_CHANGES = [
 
 def test_each_judging_field_is_named_and_needs_a_new_version():
     rules = project_rules()
+    version = rules["benchmark"]["version"]
     for path, value in JUDGING_CHANGES:
         new = changed(rules, path, value)
         differences = rules_guard.judging_differences(rules, new)
         assert differences and all(d.startswith(path.rsplit(".", 1)[0]) for d in differences), (path, differences)
         error = refused_pure(check_change, rules, new, code=PRECONDITION, reason="judging_changed")
-        assert path.split(".")[0] in error.message and "raise benchmark.version to 2" in error.message
-        check_change(rules, changed(new, "benchmark.version", 2))  # a new board: approved
+        assert path.split(".")[0] in error.message and f"raise benchmark.version to {version + 1}" in error.message
+        check_change(rules, changed(new, "benchmark.version", version + 1))  # a new board: approved
+
+
+TIMING_CHANGES = [
+    ("guardrails.timing.protocol", "cold-host-launch"),
+    ("guardrails.timing.runs", 50),
+    ("guardrails.timing.warmup_runs", 3),
+    ("benchmark.verifier_versions", [1]),
+]
+
+
+def test_a_timing_change_is_refused_as_one_without_a_version_raise():
+    rules = project_rules()
+    for path, value in TIMING_CHANGES:
+        error = refused_pure(
+            check_change, rules, changed(rules, path, value), code=PRECONDITION, reason="judging_changed"
+        )
+        assert f"a timing change ({path}) is a judging change" in error.message, error.message
+    # a change that does not time differently is not worded as a timing change
+    error = refused_pure(check_change, rules, changed(rules, "guardrails.atol", 0.5), code=PRECONDITION)
+    assert "timing change" not in error.message
+
+
+def test_version_1s_rules_to_the_bundled_ones_need_the_raise_they_make():
+    """The seed's history: the rules of version 1 then the bundled ones, which change the timing protocol and the
+    verifier version; kept on version 1 they are refused, naming both."""
+    from services.ingest.seed import EARLIER_RULES, PROJECT
+
+    earlier = json.loads((PROJECT / EARLIER_RULES[0]).read_text())
+    bundled = project_rules()
+    assert earlier["benchmark"]["version"] < bundled["benchmark"]["version"]
+    check_change(earlier, bundled)
+    kept = changed(bundled, "benchmark.version", earlier["benchmark"]["version"])
+    error = refused_pure(check_change, earlier, kept, code=PRECONDITION, reason="judging_changed")
+    assert "guardrails.timing.protocol" in error.message and "benchmark.verifier_versions" in error.message
+    assert "stays, read-only" in error.message
+
+
+def test_rules_that_name_no_protocol_time_by_version_1s():
+    """Rules approved before the field existed name no protocol: writing version 1's out is no change, and naming
+    another is one."""
+    v1 = changed(project_rules(), "guardrails.timing.protocol", "cold-host-launch")
+    unnamed = copy.deepcopy(v1)
+    del unnamed["guardrails"]["timing"]["protocol"]
+    assert rules_guard.judging_differences(unnamed, v1) == []
+    assert rules_guard.judging_differences(v1, unnamed) == []
+    other = changed(v1, "guardrails.timing.protocol", "cold-device-blocking")
+    assert rules_guard.judging_differences(unnamed, other) == ["guardrails.timing.protocol"]
 
 
 def test_changes_that_do_not_judge_keep_the_version():

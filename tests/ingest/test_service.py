@@ -67,7 +67,9 @@ async def test_seeded_main_tag_and_triton_route(stack):
     assert "refs/heads/routes/triton" in refs
     assert await stack.ingest.repo.refs() == refs
     approved = [payload_of(e) for e in await stack.events("RulesApproved")]
-    assert [(a.rules_commit, a.benchmark_version) for a in approved] == [(refs["refs/tags/checks"], 1)]
+    # version 1's rules, then the raise to the project's (services/ingest/seed.py)
+    assert [a.benchmark_version for a in approved] == [1, 2] and approved[-1].rules_commit == refs["refs/tags/checks"]
+    assert approved[1].previous_commit == approved[0].rules_commit
     assert json.loads(approved[0].rules_json)["maintainers"] == ["curator"]
     started = [payload_of(e) for e in await stack.events("RouteStarted") if payload_of(e).route == "triton"]
     assert started[0].owner == "curator"
@@ -78,7 +80,7 @@ async def test_seeded_main_tag_and_triton_route(stack):
         assert await stack.ingest.repo.read_file(head, f"routes/triton/{name}") == expected
     if kernels:
         seeded = [payload_of(e) for e in await stack.events("CommitIngested") if payload_of(e).route == "triton"]
-        assert [c.sha for c in seeded] == [head]
+        assert len(seeded) == 2 and seeded[-1].sha == head  # version 1's commit, then the route on version 2
     assert oct(os.stat(stack.home / "curator.token").st_mode & 0o777) == "0o600"
     position = await stack.log.head_position()
     again = await seed(stack.ingest, stack.home)
@@ -283,8 +285,8 @@ async def test_metrics_reported_and_validated(stack, tmp_path):
     await push(stack, "curator", "routes/scored", work.bundle("refs/heads/routes/scored", sha))
     reported = [payload_of(e) for e in await stack.events("MetricsReported") if payload_of(e).route == "scored"]
     assert [(r.sha, r.score, r.cost, r.by_maintainer, r.reporter, r.benchmark_version) for r in reported] == [
-        (sha, 1.7, 12.5, False, "alice/agent-1", 1),
-        (sha2, 1.9, 12.5, True, "curator", 1),
+        (sha, 1.7, 12.5, False, "alice/agent-1", 2),  # the version of the rules in force
+        (sha2, 1.9, 12.5, True, "curator", 2),
     ]
     assert reported[0].subtasks.list_value.values[0].struct_value["id"] == "matmul"
 
@@ -293,8 +295,8 @@ async def test_main_tag_and_job_refs_by_role(stack, tmp_path):
     work = await clone(stack, "curator", "main", tmp_path / "main")
     base = work.head()
     rules = json.loads((work.path / "scienceslack.json").read_text())
-    rules["benchmark"]["version"] = 2
-    new_main = work.commit({"scienceslack.json": json.dumps(rules, indent=2)}, "benchmark version 2")
+    rules["benchmark"]["version"] = 3
+    new_main = work.commit({"scienceslack.json": json.dumps(rules, indent=2)}, "benchmark version 3")
     bundle = work.bundle("refs/heads/main", base)
     for who in ("alice", "alice/agent-1", "mallory", "system:scheduler"):
         await refused(stack, push(stack, who, "main", bundle), grpc.StatusCode.PERMISSION_DENIED, "maintainer role")
@@ -307,7 +309,7 @@ async def test_main_tag_and_job_refs_by_role(stack, tmp_path):
     reply = await push(stack, "curator", "checks", tag_bundle)
     assert reply.rules_approved
     approved = payload_of((await stack.events("RulesApproved"))[-1])
-    assert (approved.rules_commit, approved.previous_commit, approved.benchmark_version) == (new_main, base, 2)
+    assert (approved.rules_commit, approved.previous_commit, approved.benchmark_version) == (new_main, base, 3)
 
     # the tag marks a commit on main only, and only valid rules
     side = work.commit({"scienceslack.json": "{}"}, "not on main")

@@ -93,6 +93,23 @@ def test_a_clean_run_passes_with_everything_the_metrics_say():
     assert (done.rules_commit, done.sha, done.route, done.verifier_host) == (RULES_COMMIT, SHA, "fast", "h1")
 
 
+def test_a_check_carries_its_noise_and_timing_protocol_into_check_completed():
+    noisy = {
+        **VALID,
+        "score_interval": [1.2, 1.3],
+        "timing_protocol": "cold-device-blocking",
+        "subtasks": [{**VALID["subtasks"][0], "speedup_interval": [1.24, 1.26], "candidate_rsd": 0.003}],
+    }
+    done = domain.judge(item(), outcome(0, noisy), host="h").completed
+    assert done.passed and (done.score_low, done.score_high, done.timing_protocol) == (1.2, 1.3, "cold-device-blocking")
+    problem = done.subtasks[0]
+    assert (problem.speedup_low, problem.speedup_high, problem.candidate_rsd) == (1.24, 1.26, 0.003)
+    # an interval that does not hold its score is a malformed file, named, and nothing of it is recorded as passed
+    verdict = domain.judge(item(), outcome(0, {**noisy, "score_interval": [1.3, 1.4]}), host="h")
+    assert not verdict.completed.passed and verdict.failure_reason == domain.MALFORMED_METRICS
+    assert "score_interval: must hold its value" in verdict.completed.reasons[0]
+
+
 def test_a_broken_guardrail_fails_with_the_harness_reasons():
     broken = {**VALID, "passed": False, "reasons": ["new_gelu: class 3 (input mutation): ..."]}
     verdict = domain.judge(item(), outcome(1, broken), host="h")

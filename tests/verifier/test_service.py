@@ -10,6 +10,7 @@ import grpc
 import pytest
 from kernelboard.v1 import verifier_pb2, verifier_pb2_grpc
 
+from contracts.metrics import VERIFIER_VERSION
 from services.cli.main import main as kb_main
 from services.common import auth, metrics
 from services.common.consumer import Consumer
@@ -89,7 +90,7 @@ async def test_pushed_routes_are_verified_and_watched_over_grpc(log, repo, servi
     assert good.state == "passed", list(good.result.reasons)
     result = good.result
     assert result.passed and (result.sha, result.route, result.rules_commit) == (good_sha, "good", rules_commit)
-    assert (result.runner, result.check_name, result.benchmark_version) == ("cpu", "verify", 1)
+    assert (result.runner, result.check_name, result.benchmark_version) == ("cpu", "verify", 2)  # the bundled rules
     assert result.torch_version and result.triton_version and result.duration_s > 0
     assert not result.verified and any("CPU profile" in why for why in result.not_verified_because)
     assert [s.id for s in result.subtasks] == project_rules()["benchmark"]["kernels"]
@@ -103,7 +104,7 @@ async def test_pushed_routes_are_verified_and_watched_over_grpc(log, repo, servi
 
     # The log holds each CheckCompleted once, with the verifier's version on its envelope.
     [completed] = await log.read_stream(f"check:{good.check_id}", from_version=2)
-    assert completed.type == "CheckCompleted" and completed.verifier_version == 1
+    assert completed.type == "CheckCompleted" and completed.verifier_version == VERIFIER_VERSION == 2
 
     fetched = await stub.GetCheck(verifier_pb2.GetCheckRequest(check_id=good.check_id), metadata=signed_in)
     assert fetched.result == good.result and fetched.attempts == 1 and fetched.trigger_event_id

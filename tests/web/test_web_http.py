@@ -10,10 +10,13 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from kernelboard.v1 import events_pb2
 
+from services.common.eventlog import NewEvent
 from services.web import app, chart
 from services.web.source import BoardSource
+from tests.board.board_events import append_all
+from tests.common.waiting import eventually
 
-from .web_events import CPU_PROFILE, HOSTILE_REASON, HOSTILE_ROUTE, subtasks
+from .web_events import CPU_PROFILE, HOSTILE_REASON, HOSTILE_ROUTE, at, started, subtasks
 
 ROUTE_RULE = "2-40 characters of a-z, 0-9 and &#39;-&#39;, starting with a letter or digit"
 
@@ -184,3 +187,50 @@ async def test_a_board_page_is_gzipped_for_readers_that_take_it_and_reads_the_sa
         async with session.get(stack.web_url + "/", headers={"Accept-Encoding": "gzip, br"}) as zipped:
             assert (zipped.headers["Content-Encoding"], zipped.headers["Vary"]) == ("gzip", "Accept-Encoding")
             assert gzip.decompress(await zipped.read()) == body
+
+
+def cells(body: str, table: str) -> list[list[str]]:
+    """The rows of a table of the page, each cell's text."""
+    found = re.search(rf'<table[^>]*id="{table}">(.*?)</table>', body, re.S).group(1)
+    rows = re.findall(r"<tr[^>]*>(.*?)</tr>", found.split("<tbody>", 1)[1], re.S)
+    return [[text_of(cell) for cell in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)] for row in rows]
+
+
+def text_of(html: str) -> str:
+    return " ".join(re.sub(r"<[^>]+>", " ", html).split())
+
+
+async def test_the_boards_list_marks_the_earlier_board_as_the_board_service_says(stack):
+    status, body, _ = await get(stack, "/boards")
+    assert status == 200
+    rows = cells(body, "boards")
+    assert [row[:2] for row in rows] == [["version 2", "current"], ["version 1", "earlier"]]
+    status, body, _ = await get(stack, "/board/1")
+    text = text_of(body)
+    assert "An earlier board: benchmark version 1. The current board is version 2 ." in text
+
+
+async def test_routes_whose_intervals_overlap_share_a_place_and_show_their_interval(stack):
+    """A maintainer's report whose interval overlaps the leader's point: both shown "=1", the report with its
+    interval, as kb board words them (services/board/render.py)."""
+
+    async def ranked() -> list[list[str]]:
+        return cells((await get(stack, "/board/2"))[1], "ranked")
+
+    before = await ranked()
+    noisy = events_pb2.MetricsReported(
+        route="wide", sha="d" * 40, score=2.45, cost=1.0, by_maintainer=True, reporter="curator", benchmark_version=2
+    )
+    noisy.score_low, noisy.score_high = 2.3, 2.55
+    report = ("route:wide", NewEvent(noisy, actor="curator", occurred_at=at(41)))
+    await append_all(stack.log, [started("wide", "carol", 40), report])
+    await stack.until_folded()
+    rows = await eventually(lambda: _longer(ranked(), len(before)), "the report ranked on the page", 20)
+    top = {row[1]: row for row in rows[:2]}
+    assert top["fast"][0] == "=1" and top["fast"][3] == "2.500"  # a check without an interval: its score alone
+    assert top["wide"][0] == "=1" and top["wide"][3] == "2.450 (2.300–2.550)"
+
+
+async def _longer(rows, than: int):
+    rows = await rows
+    return rows if len(rows) > than else None

@@ -14,7 +14,7 @@ class GetBoardRequest(_message.Message):
     def __init__(self, version: _Optional[int] = ...) -> None: ...
 
 class BoardEntry(_message.Message):
-    __slots__ = ("rank", "route", "owner", "score", "cost", "sha", "source", "reason", "adopted", "global_position", "verifier_version", "occurred_at", "check_id", "reporter", "runner")
+    __slots__ = ("rank", "route", "owner", "score", "cost", "sha", "source", "reason", "adopted", "global_position", "verifier_version", "occurred_at", "check_id", "reporter", "runner", "score_low", "score_high", "tied")
     RANK_FIELD_NUMBER: _ClassVar[int]
     ROUTE_FIELD_NUMBER: _ClassVar[int]
     OWNER_FIELD_NUMBER: _ClassVar[int]
@@ -30,6 +30,9 @@ class BoardEntry(_message.Message):
     CHECK_ID_FIELD_NUMBER: _ClassVar[int]
     REPORTER_FIELD_NUMBER: _ClassVar[int]
     RUNNER_FIELD_NUMBER: _ClassVar[int]
+    SCORE_LOW_FIELD_NUMBER: _ClassVar[int]
+    SCORE_HIGH_FIELD_NUMBER: _ClassVar[int]
+    TIED_FIELD_NUMBER: _ClassVar[int]
     rank: int
     route: str
     owner: str
@@ -45,7 +48,10 @@ class BoardEntry(_message.Message):
     check_id: str
     reporter: str
     runner: str
-    def __init__(self, rank: _Optional[int] = ..., route: _Optional[str] = ..., owner: _Optional[str] = ..., score: _Optional[float] = ..., cost: _Optional[float] = ..., sha: _Optional[str] = ..., source: _Optional[str] = ..., reason: _Optional[str] = ..., adopted: _Optional[bool] = ..., global_position: _Optional[int] = ..., verifier_version: _Optional[int] = ..., occurred_at: _Optional[str] = ..., check_id: _Optional[str] = ..., reporter: _Optional[str] = ..., runner: _Optional[str] = ...) -> None: ...
+    score_low: float
+    score_high: float
+    tied: bool
+    def __init__(self, rank: _Optional[int] = ..., route: _Optional[str] = ..., owner: _Optional[str] = ..., score: _Optional[float] = ..., cost: _Optional[float] = ..., sha: _Optional[str] = ..., source: _Optional[str] = ..., reason: _Optional[str] = ..., adopted: _Optional[bool] = ..., global_position: _Optional[int] = ..., verifier_version: _Optional[int] = ..., occurred_at: _Optional[str] = ..., check_id: _Optional[str] = ..., reporter: _Optional[str] = ..., runner: _Optional[str] = ..., score_low: _Optional[float] = ..., score_high: _Optional[float] = ..., tied: _Optional[bool] = ...) -> None: ...
 
 class BoardHeader(_message.Message):
     __slots__ = ("agents_at_work", "agents_in_all", "routes", "last_active", "started")
@@ -102,7 +108,7 @@ class BenchmarkCard(_message.Message):
     def __init__(self, version: _Optional[int] = ..., name: _Optional[str] = ..., task: _Optional[str] = ..., metric: _Optional[str] = ..., baseline: _Optional[str] = ..., kernels: _Optional[_Iterable[str]] = ..., score_rule: _Optional[str] = ..., verifier_versions: _Optional[_Iterable[int]] = ..., guardrails: _Optional[_Iterable[_Union[BoardGuardrail, _Mapping]]] = ..., status: _Optional[str] = ..., status_reason: _Optional[str] = ..., rules_commit: _Optional[str] = ..., approved_at: _Optional[str] = ..., rules_error: _Optional[str] = ...) -> None: ...
 
 class BoardView(_message.Message):
-    __slots__ = ("version", "status", "header", "ranked", "listed_beside", "log_position", "card", "status_reason")
+    __slots__ = ("version", "status", "header", "ranked", "listed_beside", "log_position", "card", "status_reason", "earlier", "current_version")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     HEADER_FIELD_NUMBER: _ClassVar[int]
@@ -111,6 +117,8 @@ class BoardView(_message.Message):
     LOG_POSITION_FIELD_NUMBER: _ClassVar[int]
     CARD_FIELD_NUMBER: _ClassVar[int]
     STATUS_REASON_FIELD_NUMBER: _ClassVar[int]
+    EARLIER_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_VERSION_FIELD_NUMBER: _ClassVar[int]
     version: int
     status: str
     header: BoardHeader
@@ -119,7 +127,9 @@ class BoardView(_message.Message):
     log_position: int
     card: BenchmarkCard
     status_reason: str
-    def __init__(self, version: _Optional[int] = ..., status: _Optional[str] = ..., header: _Optional[_Union[BoardHeader, _Mapping]] = ..., ranked: _Optional[_Iterable[_Union[BoardEntry, _Mapping]]] = ..., listed_beside: _Optional[_Iterable[_Union[BoardEntry, _Mapping]]] = ..., log_position: _Optional[int] = ..., card: _Optional[_Union[BenchmarkCard, _Mapping]] = ..., status_reason: _Optional[str] = ...) -> None: ...
+    earlier: bool
+    current_version: int
+    def __init__(self, version: _Optional[int] = ..., status: _Optional[str] = ..., header: _Optional[_Union[BoardHeader, _Mapping]] = ..., ranked: _Optional[_Iterable[_Union[BoardEntry, _Mapping]]] = ..., listed_beside: _Optional[_Iterable[_Union[BoardEntry, _Mapping]]] = ..., log_position: _Optional[int] = ..., card: _Optional[_Union[BenchmarkCard, _Mapping]] = ..., status_reason: _Optional[str] = ..., earlier: _Optional[bool] = ..., current_version: _Optional[int] = ...) -> None: ...
 
 class ListBoardsRequest(_message.Message):
     __slots__ = ()

@@ -180,7 +180,7 @@ class CommitIngested(_message.Message):
     def __init__(self, ref: _Optional[str] = ..., sha: _Optional[str] = ..., parent: _Optional[str] = ..., kind: _Optional[_Union[CommitKind, str]] = ..., route: _Optional[str] = ..., job_id: _Optional[str] = ..., pull_number: _Optional[int] = ..., changed_paths: _Optional[_Iterable[str]] = ..., owner: _Optional[str] = ...) -> None: ...
 
 class MetricsReported(_message.Message):
-    __slots__ = ("route", "sha", "score", "cost", "subtasks", "by_maintainer", "reporter", "benchmark_version", "runner", "measured_at", "rules_commit")
+    __slots__ = ("route", "sha", "score", "cost", "subtasks", "by_maintainer", "reporter", "benchmark_version", "runner", "measured_at", "rules_commit", "score_low", "score_high")
     ROUTE_FIELD_NUMBER: _ClassVar[int]
     SHA_FIELD_NUMBER: _ClassVar[int]
     SCORE_FIELD_NUMBER: _ClassVar[int]
@@ -192,6 +192,8 @@ class MetricsReported(_message.Message):
     RUNNER_FIELD_NUMBER: _ClassVar[int]
     MEASURED_AT_FIELD_NUMBER: _ClassVar[int]
     RULES_COMMIT_FIELD_NUMBER: _ClassVar[int]
+    SCORE_LOW_FIELD_NUMBER: _ClassVar[int]
+    SCORE_HIGH_FIELD_NUMBER: _ClassVar[int]
     route: str
     sha: str
     score: float
@@ -203,7 +205,9 @@ class MetricsReported(_message.Message):
     runner: str
     measured_at: str
     rules_commit: str
-    def __init__(self, route: _Optional[str] = ..., sha: _Optional[str] = ..., score: _Optional[float] = ..., cost: _Optional[float] = ..., subtasks: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., by_maintainer: _Optional[bool] = ..., reporter: _Optional[str] = ..., benchmark_version: _Optional[int] = ..., runner: _Optional[str] = ..., measured_at: _Optional[str] = ..., rules_commit: _Optional[str] = ...) -> None: ...
+    score_low: float
+    score_high: float
+    def __init__(self, route: _Optional[str] = ..., sha: _Optional[str] = ..., score: _Optional[float] = ..., cost: _Optional[float] = ..., subtasks: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., by_maintainer: _Optional[bool] = ..., reporter: _Optional[str] = ..., benchmark_version: _Optional[int] = ..., runner: _Optional[str] = ..., measured_at: _Optional[str] = ..., rules_commit: _Optional[str] = ..., score_low: _Optional[float] = ..., score_high: _Optional[float] = ...) -> None: ...
 
 class RulesApproved(_message.Message):
     __slots__ = ("rules_commit", "previous_commit", "benchmark_version", "rules_json")
