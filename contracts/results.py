@@ -17,6 +17,7 @@ The words:
 - incomplete: some problem was not judged (the judge's failure, never the route's): no score, never ranked, each such
   problem worded "not judged: <reason>" and the check "incomplete: N problems not judged".
 - queued / running: where it is in the queue and about how long until it runs.
+- a check of a job's result commit says so after its state ("passed, verified · job 42's result"), wherever it shows.
 - disqualified (a maintainer's verdict after the fact): listed beside, its score kept as evidence and marked
   "(not counted)", with who disqualified it and why.
 """
@@ -113,10 +114,20 @@ def incomplete_reason(result) -> str:
     return not_judged_count(len(missing)) + (f": {details}" if details else "")
 
 
+def of_job(verdict: Verdict, result) -> Verdict:
+    """A verdict on a job's result commit, marked as one (anything with a ``job_id``; "": a push's)."""
+    job = getattr(result, "job_id", "")
+    return verdict._replace(label=f"{verdict.label} · job {job}'s result") if job else verdict
+
+
 def check_verdict(result, counted: bool | None = None) -> Verdict:
     """A finished check (CheckCompleted, a board's history record of one, kb verify's document). ``counted``: what
     the board decided of it where a board judged it (a verified check of a verifier version its rules do not accept
     does not count); None: a verified pass counts."""
+    return of_job(_check_verdict(result, counted), result)
+
+
+def _check_verdict(result, counted: bool | None) -> Verdict:
     missing = not_judged(result)
     if getattr(result, "incomplete", False) or missing:
         return Verdict("incomplete", f"incomplete: {not_judged_count(len(missing))}", NO_SCORE, False)
@@ -154,6 +165,10 @@ def live_verdict(check) -> Verdict:
     """A check as the verifier holds it (verifier.proto Check): queued, running, or its result once final."""
     if check.state in FINAL_STATES and check.HasField("result"):
         return check_verdict(check.result)
+    return of_job(_live_verdict(check), check)
+
+
+def _live_verdict(check) -> Verdict:
     if check.state == "running":
         where = f" on {check.claimed_by}" if check.claimed_by else ""
         return Verdict("running", f"running{where}", NO_SCORE, False)
@@ -210,6 +225,10 @@ def place(entry) -> str:
 
 def entry_verdict(entry) -> Verdict:
     """A board entry (BoardEntry): ranked ones count; listed beside ones do not, and a failed check has no score."""
+    return of_job(_entry_verdict(entry), entry)
+
+
+def _entry_verdict(entry) -> Verdict:
     source = entry.source
     score = with_interval(entry.score, getattr(entry, "score_low", 0.0), getattr(entry, "score_high", 0.0))
     if source == FAILED_CHECK:

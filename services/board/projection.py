@@ -57,7 +57,7 @@ from kernelboard.v1 import events_pb2
 from contracts import results, rules
 
 # Raise it whenever a change here would fold the same log differently: a stored copy of another version is refolded.
-PROJECTION_VERSION = 5
+PROJECTION_VERSION = 6
 
 NS_PER_DAY = 86_400 * 1_000_000_000
 QUIET_AFTER_NS = 14 * NS_PER_DAY
@@ -99,6 +99,7 @@ class Entry(NamedTuple):
     runner: str
     score_low: float  # the score's interval from its own noise; 0/0: none (the score alone)
     score_high: float
+    job_id: str  # a check of a job's result commit: the job ("" for a push's check, and for reports)
 
 
 # A route's history on a board is the log positions of its checks, reports and adoption marks, each with what the
@@ -398,6 +399,7 @@ def _on_metrics_reported(state: State, board, event, payload, actor: str, positi
             payload.reporter or actor,
             runner,
             *_noise(score, payload.score_low, payload.score_high),
+            "",
         )
         if by_maintainer:
             on_board.by_maintainer = entry
@@ -479,6 +481,7 @@ def _check_entry(source: str, score: float, reason: str, event, payload, positio
             "",
             payload.runner,
             *_noise(score, payload.score_low, payload.score_high),
+            payload.job_id,
         ),
     )
 

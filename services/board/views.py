@@ -42,6 +42,7 @@ def entry(route: str, row: Entry, *, rank: int, owner: str, adopted: bool, tied:
         check_id=row.check_id,
         reporter=row.reporter,
         runner=row.runner,
+        job_id=row.job_id,
     )
 
 
@@ -167,7 +168,7 @@ def route_view(
                     check.score_high,
                 )
                 record.torch_version, record.triton_version = check.torch_version, check.triton_version
-                record.rules_commit = check.rules_commit
+                record.rules_commit, record.job_id = check.rules_commit, check.job_id
                 record.not_verified_because.extend(check.not_verified_because)
     if info is None and not view.boards:
         return None

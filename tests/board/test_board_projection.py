@@ -298,3 +298,14 @@ def test_a_raised_version_marks_the_earlier_board_and_keeps_it_as_it_was():
     assert (earlier.earlier, earlier.current_version, current.earlier, current.current_version) == (True, 2, False, 2)
     assert list(earlier.ranked) == list(board_1.ranked)
     assert [(e.route, e.score, e.verifier_version) for e in current.ranked] == [("fast", 2.5, 2)]
+
+
+def test_a_job_results_check_keeps_its_job_on_the_board_and_in_the_routes_history():
+    job_check = check("fast", 1, passed=True, score=2.0, check_id="j1")
+    job_check.kind, job_check.job_id = events_pb2.COMMIT_KIND_JOB, "42"
+    events = [envelope(1, rules(1)), envelope(2, job_check, actor="system:verifier", verifier_version=1)]
+    state = projection.fold(events)
+    [ranked] = views.board_view(state, state.boards[1]).ranked
+    assert (ranked.route, ranked.job_id) == ("fast", "42")
+    [part] = views.route_view(state, "fast", 1, {e.global_position: e for e in events}).boards
+    assert [(r.kind, r.job_id) for r in part.history] == [("check", "42")]

@@ -53,3 +53,25 @@ def test_board_entries_listed_beside_never_show_a_score_that_reads_as_counting()
     assert results.entry_line(cpu) == "listed beside: passed, unverified (CPU profile) — not verified: CPU profile"
     failed = board_pb2.BoardEntry(source="failed check", score=0.6, reason="a\\nb")
     assert results.entry_line(failed) == "listed beside: failed — a; b"  # a raw \n in a reason reads as a break
+
+
+def test_a_job_results_check_is_marked_as_a_jobs_on_every_surface():
+    """kb checks and the check page (the verifier's Check, its CheckCompleted), kb board and the web board (a board
+    entry), kb board --route and the route page (a history record): each says the check judged job 42's result."""
+    result = completed(passed=True, verified=True, score=2.0, kind=events_pb2.COMMIT_KIND_JOB, job_id="42")
+    live = verifier_pb2.Check(state="passed", result=result, kind=events_pb2.COMMIT_KIND_JOB, job_id="42")
+    queued = verifier_pb2.Check(state="queued", kind=events_pb2.COMMIT_KIND_JOB, job_id="42")
+    entry = board_pb2.BoardEntry(rank=1, source=results.VERIFIED, score=2.0, job_id="42")
+    beside = board_pb2.BoardEntry(source=results.FAILED_CHECK, job_id="42")
+    record = board_pb2.BoardRouteRecord(kind="check", passed=True, verified=True, score=2.0, counted=True, job_id="42")
+    labels = [
+        results.check_verdict(result).label,
+        results.live_verdict(live).label,
+        results.entry_verdict(entry).label,
+        results.record_verdict(record).label,
+    ]
+    assert labels == ["passed, verified · job 42's result"] * 4
+    assert results.live_verdict(queued).label == "queued · job 42's result"
+    assert results.entry_verdict(beside).label == "failed · job 42's result"
+    pushed = completed(passed=True, verified=True, score=2.0, kind=events_pb2.COMMIT_KIND_ROUTE)
+    assert results.check_verdict(pushed).label == "passed, verified"  # a push's check is not marked

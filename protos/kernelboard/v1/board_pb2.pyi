@@ -14,7 +14,7 @@ class GetBoardRequest(_message.Message):
     def __init__(self, version: _Optional[int] = ...) -> None: ...
 
 class BoardEntry(_message.Message):
-    __slots__ = ("rank", "route", "owner", "score", "cost", "sha", "source", "reason", "adopted", "global_position", "verifier_version", "occurred_at", "check_id", "reporter", "runner", "score_low", "score_high", "tied")
+    __slots__ = ("rank", "route", "owner", "score", "cost", "sha", "source", "reason", "adopted", "global_position", "verifier_version", "occurred_at", "check_id", "reporter", "runner", "score_low", "score_high", "tied", "job_id")
     RANK_FIELD_NUMBER: _ClassVar[int]
     ROUTE_FIELD_NUMBER: _ClassVar[int]
     OWNER_FIELD_NUMBER: _ClassVar[int]
@@ -33,6 +33,7 @@ class BoardEntry(_message.Message):
     SCORE_LOW_FIELD_NUMBER: _ClassVar[int]
     SCORE_HIGH_FIELD_NUMBER: _ClassVar[int]
     TIED_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
     rank: int
     route: str
     owner: str
@@ -51,7 +52,8 @@ class BoardEntry(_message.Message):
     score_low: float
     score_high: float
     tied: bool
-    def __init__(self, rank: _Optional[int] = ..., route: _Optional[str] = ..., owner: _Optional[str] = ..., score: _Optional[float] = ..., cost: _Optional[float] = ..., sha: _Optional[str] = ..., source: _Optional[str] = ..., reason: _Optional[str] = ..., adopted: _Optional[bool] = ..., global_position: _Optional[int] = ..., verifier_version: _Optional[int] = ..., occurred_at: _Optional[str] = ..., check_id: _Optional[str] = ..., reporter: _Optional[str] = ..., runner: _Optional[str] = ..., score_low: _Optional[float] = ..., score_high: _Optional[float] = ..., tied: _Optional[bool] = ...) -> None: ...
+    job_id: str
+    def __init__(self, rank: _Optional[int] = ..., route: _Optional[str] = ..., owner: _Optional[str] = ..., score: _Optional[float] = ..., cost: _Optional[float] = ..., sha: _Optional[str] = ..., source: _Optional[str] = ..., reason: _Optional[str] = ..., adopted: _Optional[bool] = ..., global_position: _Optional[int] = ..., verifier_version: _Optional[int] = ..., occurred_at: _Optional[str] = ..., check_id: _Optional[str] = ..., reporter: _Optional[str] = ..., runner: _Optional[str] = ..., score_low: _Optional[float] = ..., score_high: _Optional[float] = ..., tied: _Optional[bool] = ..., job_id: _Optional[str] = ...) -> None: ...
 
 class BoardHeader(_message.Message):
     __slots__ = ("agents_at_work", "agents_in_all", "routes", "last_active", "started")
@@ -150,7 +152,7 @@ class GetBoardRouteRequest(_message.Message):
     def __init__(self, route: _Optional[str] = ..., version: _Optional[int] = ...) -> None: ...
 
 class BoardRouteRecord(_message.Message):
-    __slots__ = ("global_position", "occurred_at", "kind", "sha", "score", "cost", "passed", "reasons", "verifier_version", "counted", "note", "check_id", "reporter", "by_maintainer", "subtasks", "runner", "verified", "incomplete", "score_low", "score_high", "torch_version", "triton_version", "rules_commit", "not_verified_because")
+    __slots__ = ("global_position", "occurred_at", "kind", "sha", "score", "cost", "passed", "reasons", "verifier_version", "counted", "note", "check_id", "reporter", "by_maintainer", "subtasks", "runner", "verified", "incomplete", "score_low", "score_high", "torch_version", "triton_version", "rules_commit", "not_verified_because", "job_id")
     GLOBAL_POSITION_FIELD_NUMBER: _ClassVar[int]
     OCCURRED_AT_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -175,6 +177,7 @@ class BoardRouteRecord(_message.Message):
     TRITON_VERSION_FIELD_NUMBER: _ClassVar[int]
     RULES_COMMIT_FIELD_NUMBER: _ClassVar[int]
     NOT_VERIFIED_BECAUSE_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
     global_position: int
     occurred_at: str
     kind: str
@@ -199,7 +202,8 @@ class BoardRouteRecord(_message.Message):
     triton_version: str
     rules_commit: str
     not_verified_because: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, global_position: _Optional[int] = ..., occurred_at: _Optional[str] = ..., kind: _Optional[str] = ..., sha: _Optional[str] = ..., score: _Optional[float] = ..., cost: _Optional[float] = ..., passed: _Optional[bool] = ..., reasons: _Optional[_Iterable[str]] = ..., verifier_version: _Optional[int] = ..., counted: _Optional[bool] = ..., note: _Optional[str] = ..., check_id: _Optional[str] = ..., reporter: _Optional[str] = ..., by_maintainer: _Optional[bool] = ..., subtasks: _Optional[_Iterable[_Union[_events_pb2.Subtask, _Mapping]]] = ..., runner: _Optional[str] = ..., verified: _Optional[bool] = ..., incomplete: _Optional[bool] = ..., score_low: _Optional[float] = ..., score_high: _Optional[float] = ..., torch_version: _Optional[str] = ..., triton_version: _Optional[str] = ..., rules_commit: _Optional[str] = ..., not_verified_because: _Optional[_Iterable[str]] = ...) -> None: ...
+    job_id: str
+    def __init__(self, global_position: _Optional[int] = ..., occurred_at: _Optional[str] = ..., kind: _Optional[str] = ..., sha: _Optional[str] = ..., score: _Optional[float] = ..., cost: _Optional[float] = ..., passed: _Optional[bool] = ..., reasons: _Optional[_Iterable[str]] = ..., verifier_version: _Optional[int] = ..., counted: _Optional[bool] = ..., note: _Optional[str] = ..., check_id: _Optional[str] = ..., reporter: _Optional[str] = ..., by_maintainer: _Optional[bool] = ..., subtasks: _Optional[_Iterable[_Union[_events_pb2.Subtask, _Mapping]]] = ..., runner: _Optional[str] = ..., verified: _Optional[bool] = ..., incomplete: _Optional[bool] = ..., score_low: _Optional[float] = ..., score_high: _Optional[float] = ..., torch_version: _Optional[str] = ..., triton_version: _Optional[str] = ..., rules_commit: _Optional[str] = ..., not_verified_because: _Optional[_Iterable[str]] = ..., job_id: _Optional[str] = ...) -> None: ...
 
 class BoardRouteVersion(_message.Message):
     __slots__ = ("version", "adopted", "entries", "checks", "checks_passed", "reports", "history")
