@@ -14,7 +14,7 @@ from services.ingest.api import add_to_server as add_ingest
 from services.ingest.api import server_options
 from services.ingest.app import Ingest
 from services.ingest.gitrepo import HostedRepo
-from services.ingest.seed import seed
+from services.ingest.seed import EARLIER_RULES, seed
 from tests.verifier.conftest import REPO, metrics_script, rules_with_checks
 from tests.verifier.test_service import service  # noqa: F401  (the verifier: relay, consumer, worker, gRPC)
 
@@ -31,6 +31,11 @@ def project(tmp_path):
     (root / "checks").mkdir(parents=True)
     quick = {"name": "quick", "script": "checks/quick.sh", "metrics": "quick.json", "time_limit_s": 60}
     (root / "scienceslack.json").write_text(json.dumps(rules_with_checks(quick), indent=2))
+    for earlier in EARLIER_RULES:  # the seed replays the benchmark's earlier versions first: with the quick check too
+        rules = json.loads((REPO / earlier).read_text())
+        rules["checks"] = [quick]
+        (root / earlier).parent.mkdir(parents=True, exist_ok=True)
+        (root / earlier).write_text(json.dumps(rules, indent=2))
     (root / "checks" / "quick.sh").write_text(metrics_script(BROKEN))
     shutil.copytree(REPO / "kernels" / "problems", root / "kernels" / "problems")
     (root / "AGENTS.md").write_text("# agents\n")
