@@ -380,7 +380,7 @@ PROFILES: tuple[tuple[str, Actor], ...] = (
     ("agent of a member", Actor("mia/bot", AGENT, "mia", MEMBER)),
     ("agent of a maintainer", Actor("max/bot", AGENT, "max", MAINTAINER)),
     (names.SCHEDULER, Actor(names.SCHEDULER, SERVICE, names.SCHEDULER, SIGNED_IN)),
-    ("operator (host)", Actor.operator("operator:root")),
+    ("operator (host)", Actor.operator(names.operator("root"))),
 )
 
 

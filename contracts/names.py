@@ -261,30 +261,35 @@ MAIN_STREAM = "main"
 RULES_STREAM = "rules"
 
 
-def route_stream(name: str) -> str:
-    return f"route:{name}"
+def _stream_of(kind: str, what: str):
+    """The names of one kind of stream, ``<kind>:<key>``; ``what`` says what such a stream holds."""
+
+    def name(key: object) -> str:
+        return f"{kind}:{key}"
+
+    name.__name__ = name.__qualname__ = f"{kind}_stream"
+    name.__doc__ = f"``{kind}:<key>``: {what}."
+    return name
 
 
-def job_stream(job: str) -> str:
-    return f"job:{job}"
+route_stream = _stream_of("route", "a route's start, its pushes' commits, its reported metrics")
+job_stream = _stream_of("job", "a job's submission, its states and its result commit")
+pull_stream = _stream_of("pull", "a pull request's opening, reviews, comments and merge")
+issue_stream = _stream_of("issue", "an issue's opening, comments and state changes")
+benchmark_stream = _stream_of("benchmark", "a board's own events: its status and the routes adopted onto it")
+principal_stream = _stream_of("principal", "a principal's registration, role changes, join requests and leaving")
+check_stream = _stream_of("check", "a check's request, its result, and any maintainer's verdict on it afterwards")
+deadletter_stream = _stream_of("deadletter", "a consumer's dead letters")
 
 
-def pull_stream(number: int) -> str:
-    return f"pull:{number}"
+def consumer_actor(consumer: str) -> str:
+    """Who a consumer's own events (its dead letters) are recorded as: ``system:consumer:<name>``."""
+    return f"{SERVICE_PREFIX}consumer:{consumer}"
 
 
-def issue_stream(number: int) -> str:
-    return f"issue:{number}"
-
-
-def check_stream(check_id: str) -> str:
-    """A check's stream in the log: its request, its result, and any maintainer's verdict on it afterwards."""
-    return f"check:{check_id}"
-
-
-def deadletter_stream(consumer: str) -> str:
-    """Where a consumer's dead letters are recorded."""
-    return f"deadletter:{consumer}"
+def operator(user: str) -> str:
+    """The actor name of an operator acting through host access (``kb admin``): ``operator:<user>``."""
+    return f"operator:{user}"
 
 
 def event_subject(prefix: str, event_type: str) -> str:
@@ -355,6 +360,10 @@ def is_ref(value: object) -> bool:
 
 
 __all__ = [
+    "consumer_actor",
+    "benchmark_stream",
+    "principal_stream",
+    "operator",
     "route_stream",
     "route_metrics_path",
     "route_file",

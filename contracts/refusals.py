@@ -81,6 +81,14 @@ def conflict(reason: str, message: str) -> Refusal:
     return Refusal("ABORTED", reason, message)
 
 
+def unavailable(reason: str, message: str) -> Refusal:
+    return Refusal("UNAVAILABLE", reason, message)
+
+
+def unauthenticated(reason: str, message: str) -> Refusal:
+    return Refusal("UNAUTHENTICATED", reason, message)
+
+
 def check_size(field: str, value: str | bytes, limit: int) -> None:
     """Refuse ``field`` when it is longer than ``limit`` (characters for text, bytes for bytes), naming the field,
     its size and the limit."""

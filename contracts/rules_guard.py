@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from contracts.refusals import Refusal
+from contracts.refusals import precondition
 from contracts.rules import COLD_HOST_LAUNCH, Rules, RulesError, parse
 
 # What decides how a result is judged (docs/ARCHITECTURE.md, rules): a change to any of these makes old and new results
@@ -76,8 +76,7 @@ def check_change(approved: Rules | None, new: Rules) -> None:
         return
     old_version, new_version = approved.benchmark_version, new.benchmark_version
     if new_version < old_version:
-        raise Refusal(
-            "FAILED_PRECONDITION",
+        raise precondition(
             "version_lowered",
             f"benchmark.version {new_version} is below the approved {old_version}: a version never goes down",
         )
@@ -93,8 +92,7 @@ def check_change(approved: Rules | None, new: Rules) -> None:
             if timing
             else ""
         )
-        raise Refusal(
-            "FAILED_PRECONDITION",
+        raise precondition(
             "judging_changed",
             f"these rules judge differently from the approved ones ({shown}) but keep benchmark.version "
             f"{old_version}{why}: raise benchmark.version to {old_version + 1} so that a new board starts "

@@ -7,10 +7,10 @@ import grpc
 from kernelboard.v1 import board_pb2, board_pb2_grpc, events_pb2
 
 from contracts import access, names
-from contracts.refusals import Refusal, clip, conflict, invalid, not_found, precondition
+from contracts.refusals import clip, conflict, invalid, not_found, precondition
 from services.board import projection
 from services.board.projection import SET_STATUSES
-from services.board.projector import Projector, RebuildRunning, UnknownBoard
+from services.board.projector import Projector, UnknownBoard
 from services.common import metrics
 from services.common.auth import current_principal
 from services.common.eventlog import ConcurrencyConflict, NewEvent
@@ -47,10 +47,6 @@ def route_name(value: str) -> str:
     return names.route(value)
 
 
-def unknown_board(err: UnknownBoard) -> Refusal:
-    return not_found("unknown_board", str(err))
-
-
 def _without_position(view: board_pb2.BoardView) -> bytes:
     """A view's bytes with log_position cleared: an event that changes nothing else is not a change to watchers."""
     copy = board_pb2.BoardView()
@@ -69,10 +65,7 @@ class BoardServicer(board_pb2_grpc.BoardServicer):
     async def GetBoard(self, request, context):
         version = board_version(request.version)
         with _timed("GetBoard"):
-            try:
-                return self.projector.board_view(version)
-            except UnknownBoard as err:
-                raise unknown_board(err) from None
+            return self.projector.board_view(version)
 
     async def ListBoards(self, request, context):
         with _timed("ListBoards"):
@@ -81,18 +74,12 @@ class BoardServicer(board_pb2_grpc.BoardServicer):
     async def GetRoute(self, request, context):
         version, route = board_version(request.version), route_name(request.route)
         with _timed("GetRoute"):
-            try:
-                return await self.projector.route(route, version)
-            except UnknownBoard as err:
-                raise unknown_board(err) from None
+            return await self.projector.route(route, version)
 
     async def GetBenchmark(self, request, context):
         version = board_version(request.version)
         with _timed("GetBenchmark"):
-            try:
-                return self.projector.card(version)
-            except UnknownBoard as err:
-                raise unknown_board(err) from None
+            return self.projector.card(version)
 
     async def WatchBoard(self, request, context):
         """The board now, then each change; version 0 follows the newest board, waiting for a first one."""
@@ -103,10 +90,10 @@ class BoardServicer(board_pb2_grpc.BoardServicer):
             started = time.perf_counter()
             try:
                 view = self.projector.board_view(version)
-            except UnknownBoard as err:
+            except UnknownBoard:
                 if version:
-                    raise unknown_board(err) from None
-                view = None
+                    raise
+                view = None  # version 0 waits for a first board
             if view is not None:
                 key = _without_position(view)
                 if key != sent:
@@ -117,16 +104,13 @@ class BoardServicer(board_pb2_grpc.BoardServicer):
 
     async def Rebuild(self, request, context):
         require(access.Action.REBUILD)
-        try:
-            return await self.projector.rebuild()
-        except RebuildRunning as err:
-            raise precondition("rebuild_running", str(err)) from None
+        return await self.projector.rebuild()
 
     async def AdoptRoute(self, request, context):
         actor = require(access.Action.ADOPT_ROUTE)
         version, route = board_version(request.version), route_name(request.route)
         note = names.text(request.note, "note", NOTE_MAX_CHARS)
-        version = self._board_version(version)
+        version = self.projector.resolve(version)
         if route not in self.projector.state.boards[version].routes:
             raise not_found("route_not_on_board", f"route {route!r} is not on board {version}")
         adopted = events_pb2.RouteAdopted(route=route, benchmark_version=version, adopted=request.adopted, note=note)
@@ -141,7 +125,7 @@ class BoardServicer(board_pb2_grpc.BoardServicer):
         reason = names.text(request.reason, "reason", NOTE_MAX_CHARS).strip()
         if request.status != "active" and not reason:
             raise invalid("reason_required", f"a reason is required to mark a board {request.status}")
-        version = self._board_version(version)
+        version = self.projector.resolve(version)
         changed = events_pb2.BenchmarkStatusChanged(benchmark_version=version, status=request.status, reason=reason)
         return await self._append(version, changed, actor.name)
 
@@ -180,14 +164,10 @@ class BoardServicer(board_pb2_grpc.BoardServicer):
             raise conflict("verdict_moved", f"check {check_id} was judged meanwhile: look again") from None
         return board_pb2.BoardChangeReply(version=version, global_position=appended.global_position)
 
-    def _board_version(self, version: int) -> int:
-        try:
-            return self.projector.resolve(version)
-        except UnknownBoard as err:
-            raise unknown_board(err) from None
-
     async def _append(self, version: int, payload, actor: str) -> board_pb2.BoardChangeReply:
-        (appended,) = await self.projector.log.append(f"benchmark:{version}", None, [NewEvent(payload, actor=actor)])
+        (appended,) = await self.projector.log.append(
+            names.benchmark_stream(version), None, [NewEvent(payload, actor=actor)]
+        )
         return board_pb2.BoardChangeReply(version=version, global_position=appended.global_position)
 
 

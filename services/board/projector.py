@@ -16,6 +16,7 @@ from contextlib import aclosing
 
 from kernelboard.v1 import board_pb2, events_pb2
 
+from contracts.refusals import Refusal
 from services.board import projection, store, views
 from services.board.projection import State
 from services.common import metrics
@@ -39,12 +40,18 @@ PERSIST_EVERY = 100_000  # a long catch-up stores its progress this often, so a 
 log = get_logger()
 
 
-class RebuildRunning(Exception):
-    pass
+class RebuildRunning(Refusal):
+    """A rebuild asked for while one runs: FAILED_PRECONDITION."""
+
+    def __init__(self):
+        super().__init__("FAILED_PRECONDITION", "rebuild_running", "a rebuild is already running")
 
 
-class UnknownBoard(LookupError):
-    pass
+class UnknownBoard(Refusal):
+    """No such board, or no such route on it: NOT_FOUND, naming what there is."""
+
+    def __init__(self, message: str):
+        super().__init__("NOT_FOUND", "unknown_board", message)
 
 
 class Projector:
@@ -115,7 +122,7 @@ class Projector:
 
     async def rebuild(self) -> board_pb2.RebuildBoardReply:
         if self._rebuilding:
-            raise RebuildRunning("a rebuild is already running")
+            raise RebuildRunning()
         self._rebuilding = True
         started = time.perf_counter()
         try:

@@ -38,6 +38,7 @@ from kernelboard.v1 import events_pb2
 
 from contracts import access, names
 from contracts.access import KIND_NAMES, ROLE_NAMES, Actor
+from contracts.refusals import Refusal
 from services.common import metrics
 from services.common.eventlog import NewEvent
 from services.common.handlers import HandlerWrappers
@@ -86,13 +87,12 @@ DEFAULT_OPEN_METHODS = frozenset(
 )
 
 
-class AuthError(Exception):
-    """Why a caller could not be signed in; ``reason`` is one word for metrics: missing, malformed, unknown,
-    expired or revoked."""
+class AuthError(Refusal):
+    """Why a caller could not be signed in (UNAUTHENTICATED); ``reason`` is one word for metrics: missing,
+    malformed, unknown, expired or revoked."""
 
     def __init__(self, message: str, reason: str):
-        super().__init__(message)
-        self.reason = reason
+        super().__init__("UNAUTHENTICATED", reason, message)
 
 
 class PrincipalExists(ValueError):
@@ -173,7 +173,7 @@ async def register_principal(conn, name: str, kind: int, owner: str, role: int, 
         if inserted is None:
             raise PrincipalExists(f"principal {name!r} already exists")
         registered = events_pb2.PrincipalRegistered(name=name, kind=kind, owner=owner, role=role)
-        await log.append(f"principal:{name}", 0, [NewEvent(payload=registered, actor=actor)], conn=conn)
+        await log.append(names.principal_stream(name), 0, [NewEvent(payload=registered, actor=actor)], conn=conn)
     return Principal(name=name, kind=kind, owner=owner, role=role)
 
 
@@ -590,7 +590,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
             principal = await self.authenticate(bearer_token(context.invocation_metadata()))
         except AuthError as err:
             AUTH_REFUSED.labels(err.reason).inc()
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED, str(err))
+            raise  # a Refusal: the server's interceptor turns it into its status, as for every other one
         # Bound for the rest of the call's own task (grpc.aio runs each call in one), not just this block, so
         # the access log line written after the handler names the caller too.
         bind_ids(principal=principal.name)

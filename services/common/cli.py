@@ -254,7 +254,9 @@ def run_token_revoke(args) -> int:
 
 
 def operator_name() -> str:
-    return f"operator:{os.environ.get('SUDO_USER') or os.environ.get('USER') or 'root'}"
+    from contracts import names
+
+    return names.operator(os.environ.get("SUDO_USER") or os.environ.get("USER") or "root")
 
 
 def probe(service: str, timeout: float) -> dict:

@@ -289,7 +289,7 @@ class Consumer:
             attempts=self.max_attempts,
         )
         await self.log.append(
-            self._deadletter_stream, None, [NewEvent(letter, actor=f"system:consumer:{self.name}")], conn=conn
+            self._deadletter_stream, None, [NewEvent(letter, actor=names.consumer_actor(self.name))], conn=conn
         )
         log.error("consumer_dead_lettered", consumer=self.name, event_id=event.event_id, error=letter.error)
         return True

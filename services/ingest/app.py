@@ -17,7 +17,7 @@ from kernelboard.v1 import events_pb2
 
 from contracts import access, limits, names, rules, rules_guard
 from contracts.names import Ref
-from contracts.refusals import check_length, not_found
+from contracts.refusals import check_length, conflict, exists, not_found, precondition
 from services.common import auth, metrics
 from services.common.eventlog import EventLog, NewEvent
 from services.common.logs import bind_ids, get_logger
@@ -70,8 +70,7 @@ class CheckedPush:
 
 def refused_by_git(err: UnbundleError) -> Refusal:
     if err.missing_prerequisites:
-        return Refusal(
-            "FAILED_PRECONDITION",
+        return precondition(
             "missing_prerequisites",
             f"the bundle builds on commits the hosted repository does not have; fetch and bundle again ({err})",
         )
@@ -246,8 +245,7 @@ class Ingest(PullRequests):
     async def _check_rules(self, objects, commit: str, main: str, previous: str) -> tuple[int, str]:
         """The rules at ``commit`` if they may replace those at ``previous`` (the tag's value, "" before the first)."""
         if not main or not await objects.is_ancestor(commit, main):
-            raise Refusal(
-                "FAILED_PRECONDITION",
+            raise precondition(
                 "tag_not_on_main",
                 f"the tag checks marks a commit on main; {commit[:12]} is not on main (merge it first)",
             )
@@ -302,7 +300,7 @@ class Ingest(PullRequests):
             try:
                 await store.move_ref(conn, target.name, checked.old, checked.new, actor.name)
             except store.RefMoved as err:
-                raise Refusal("ABORTED", "conflict", str(err)) from None
+                raise conflict("conflict", str(err)) from None
             if checked.rules:
                 synced = await auth.set_maintainers(conn, rules.parse(checked.rules[1]).maintainers)
                 if synced.promoted or synced.demoted:
@@ -356,15 +354,13 @@ class Ingest(PullRequests):
         domain.validate_route_name(name)
         main = await store.ref_value(self.pool, names.MAIN_REF)
         if not main:
-            raise Refusal(
-                "FAILED_PRECONDITION", "no_main", "main is not seeded yet: run `python -m services.ingest.seed`"
-            )
+            raise precondition("no_main", "main is not seeded yet: run `python -m services.ingest.seed`")
         ref = names.route_ref(name)
         async with self.pool.acquire() as conn, conn.transaction():
             route = await store.insert_route(conn, name, access.owner_of(actor), actor.name, main)
             if route is None:
                 existing = await store.get_route(conn, name)
-                raise Refusal("ALREADY_EXISTS", "route_exists", f"route {name!r} exists (owner {existing.owner})")
+                raise exists("route_exists", f"route {name!r} exists (owner {existing.owner})")
             await store.move_ref(conn, ref, "", main, actor.name)
             started = events_pb2.RouteStarted(route=name, owner=route.owner, started_by=actor.name, base_sha=main)
             await self.log.append(names.route_stream(name), None, [NewEvent(started, actor.name)], conn=conn)
@@ -375,7 +371,7 @@ class Ingest(PullRequests):
     async def get_route(self, name: str) -> tuple[store.RouteRow, str]:
         route = await store.get_route(self.pool, domain.validate_route_name(name))
         if route is None:
-            raise Refusal("NOT_FOUND", "unknown_route", f"unknown route {name!r}")
+            raise not_found("unknown_route", f"unknown route {name!r}")
         return route, await store.ref_value(self.pool, names.route_ref(name))
 
     async def list_routes(self) -> list[tuple[store.RouteRow, str]]:
@@ -395,7 +391,7 @@ class Ingest(PullRequests):
             missing = [ref for ref in wanted if ref not in recorded]
             if missing:
                 more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
-                raise Refusal("NOT_FOUND", "unknown_ref", f"no such ref: {', '.join(missing[:3])}{more}")
+                raise not_found("unknown_ref", f"no such ref: {', '.join(missing[:3])}{more}")
         else:
             wanted = [
                 ref
@@ -403,7 +399,7 @@ class Ingest(PullRequests):
                 if ref in (names.MAIN_REF, names.CHECKS_TAG) or ref.startswith(names.ROUTE_PREFIX)
             ]
         if not wanted:
-            raise Refusal("FAILED_PRECONDITION", "no_main", "the hosted repository is empty: nothing to fetch")
+            raise precondition("no_main", "the hosted repository is empty: nothing to fetch")
         known = await self.repo.known_commits([sha for sha in have if names.OBJECT_ID.matches(sha)])
         return await self.repo.create_bundle(wanted, exclude=known)
 
@@ -469,7 +465,7 @@ class Ingest(PullRequests):
     async def get_issue(self, number: int) -> store.IssueRow:
         issue = await store.get_issue(self.pool, number)
         if issue is None:
-            raise Refusal("NOT_FOUND", "unknown_issue", f"no issue #{number}")
+            raise not_found("unknown_issue", f"no issue #{number}")
         return issue
 
     async def list_issues(self, state: str, size: int, after: int) -> tuple[list[store.IssueRow], str]:
@@ -481,7 +477,7 @@ class Ingest(PullRequests):
         async with self.pool.acquire() as conn, conn.transaction():
             issue = await store.get_issue(conn, number, for_update=True)
             if issue is None:
-                raise Refusal("NOT_FOUND", "unknown_issue", f"no issue #{number}")
+                raise not_found("unknown_issue", f"no issue #{number}")
             domain.check_issue_state_change(actor, number, issue.author, issue.author_owner, issue.state, to)
             await store.set_issue_state(conn, number, to, actor.name)
             if to == "closed":
@@ -522,9 +518,9 @@ class Ingest(PullRequests):
     async def _check_thread(conn, issue_number: int, pull_number: int) -> None:
         """The issue or pull request a comment belongs to (the edge names exactly one) exists."""
         if issue_number and await store.get_issue(conn, issue_number) is None:
-            raise Refusal("NOT_FOUND", "unknown_issue", f"no issue #{issue_number}")
+            raise not_found("unknown_issue", f"no issue #{issue_number}")
         if pull_number and await store.get_pull(conn, pull_number) is None:
-            raise Refusal("NOT_FOUND", "unknown_pull", f"no pull request #{pull_number}")
+            raise not_found("unknown_pull", f"no pull request #{pull_number}")
 
     # --- joining the project ---------------------------------------------------------------------------------------
 
@@ -534,9 +530,9 @@ class Ingest(PullRequests):
         async with self.pool.acquire() as conn, conn.transaction():
             request = await store.insert_join_request(conn, actor.name, note)
             if request is None:
-                raise Refusal("ALREADY_EXISTS", "join_pending", f"{actor.name} has asked to join already: pending")
+                raise exists("join_pending", f"{actor.name} has asked to join already: pending")
             asked = events_pb2.JoinRequested(request_id=request.id, name=actor.name, note=note)
-            await self.log.append(f"principal:{actor.name}", None, [NewEvent(asked, actor.name)], conn=conn)
+            await self.log.append(names.principal_stream(actor.name), None, [NewEvent(asked, actor.name)], conn=conn)
         log.info("join requested", principal=actor.name, request_id=request.id)
         return request
 
@@ -570,7 +566,9 @@ class Ingest(PullRequests):
                         cause="join accepted",
                     )
                 )
-            await self.log.append(f"principal:{name}", None, [NewEvent(e, actor.name) for e in events], conn=conn)
+            await self.log.append(
+                names.principal_stream(name), None, [NewEvent(e, actor.name) for e in events], conn=conn
+            )
         log.info("join decided", principal=name, accepted=accept, actor=actor.name)
         return decided
 
@@ -578,14 +576,14 @@ class Ingest(PullRequests):
         domain.check_leave(actor)
         async with self.pool.acquire() as conn, conn.transaction():
             if not await auth.change_role(conn, actor.name, events_pb2.ROLE_SIGNED_IN, events_pb2.ROLE_MEMBER):
-                raise Refusal("FAILED_PRECONDITION", "not_member", f"{actor.name} is not a project member")
+                raise precondition("not_member", f"{actor.name} is not a project member")
             left = events_pb2.RoleChanged(
                 name=actor.name,
                 role=events_pb2.ROLE_SIGNED_IN,
                 previous_role=events_pb2.ROLE_MEMBER,
                 cause="left the project",
             )
-            await self.log.append(f"principal:{actor.name}", None, [NewEvent(left, actor.name)], conn=conn)
+            await self.log.append(names.principal_stream(actor.name), None, [NewEvent(left, actor.name)], conn=conn)
             principal = await auth.get_principal(conn, actor.name)
         log.info("member left", principal=actor.name)
         return principal

@@ -6,7 +6,6 @@ refreshes that file from the service and runs ``git fetch origin``; ``kb push`` 
 origin last showed and streams it to the service.
 """
 
-import json
 import os
 import shutil
 import sys

@@ -12,7 +12,7 @@ from contracts import access, limits, metrics, names
 from contracts.access import Actor
 from contracts.metrics import Metrics
 from contracts.names import Ref
-from contracts.refusals import Refusal, clip, invalid, too_large
+from contracts.refusals import Refusal, clip, invalid, not_found, precondition, too_large
 
 PERSON, AGENT, SERVICE = access.PERSON, access.AGENT, access.SERVICE
 
@@ -28,7 +28,7 @@ def check_write(actor: Actor, target: Ref, route_owner: str | None, maintainers:
     """Who may write the ref (contracts.access). ``route_owner`` is the route's owner, None for an unknown route;
     ``maintainers`` those the rules in force name (None before any rules are)."""
     if target.kind == "route" and route_owner is None:
-        raise Refusal("NOT_FOUND", "unknown_route", f"unknown route {target.route!r}: start it with StartRoute")
+        raise not_found("unknown_route", f"unknown route {target.route!r}: start it with StartRoute")
     access.require(
         actor,
         access.write_action(target.kind),
@@ -130,7 +130,7 @@ def check_object_sizes(
 
 def check_size(size: int, limit: int) -> None:
     if size > limit:
-        raise Refusal("RESOURCE_EXHAUSTED", "too_large", f"bundle of {size} bytes exceeds the limit of {limit} bytes")
+        raise too_large("too_large", f"bundle of {size} bytes exceeds the limit of {limit} bytes")
     if size == 0:
         raise invalid("malformed_bundle", "malformed bundle: it is empty")
 
@@ -140,8 +140,7 @@ def check_size(size: int, limit: int) -> None:
 
 def check_fast_forward(target: Ref, old: str, new: str, old_is_ancestor: bool) -> None:
     if old and old != new and not old_is_ancestor:
-        raise Refusal(
-            "FAILED_PRECONDITION",
+        raise precondition(
             "non_fast_forward",
             f"non-fast-forward: {target.name} is at {old[:12]}, which {new[:12]} does not contain; fetch and rebase",
         )
@@ -244,8 +243,7 @@ def refuse_merge_outside_route(number: int, route: str, dropped: Sequence[str], 
         )
         if part
     )
-    return Refusal(
-        "FAILED_PRECONDITION",
+    return precondition(
         "merge_outside_route",
         f"pull request #{number}: merging it would {effect} outside {route_folder(route)} of main; "
         "a route merges only its own folder",
@@ -332,7 +330,7 @@ def check_review(verdict: int, state: str, number: int) -> None:
 
 def check_open(state: str, number: int) -> None:
     if state != "open":
-        raise Refusal("FAILED_PRECONDITION", "pull_closed", f"pull request #{number} is {state}, not open")
+        raise precondition("pull_closed", f"pull request #{number} is {state}, not open")
 
 
 # --- issues, comments and joining: who may do what (pure; named for contracts/access.py) ---------------------------
@@ -358,7 +356,7 @@ def non_empty(field_name: str, text: str) -> str:
 
 def check_bundle_size(size: int, limit: int) -> None:
     if size > limit:
-        raise Refusal("RESOURCE_EXHAUSTED", "too_large", f"bundle of {size} bytes exceeds the limit of {limit} bytes")
+        raise too_large("too_large", f"bundle of {size} bytes exceeds the limit of {limit} bytes")
     if size == 0:
         raise invalid("malformed_bundle", "malformed bundle: it is empty")
 
@@ -394,28 +392,27 @@ def check_issue_state_change(actor: Actor, number: int, author: str, author_owne
         actor, access.Action.CLOSE_ISSUE, access.Target(owner=author_owner, name=author, label=f"issue #{number}")
     )
     if state == to:
-        raise Refusal("FAILED_PRECONDITION", f"issue_{to}", f"issue #{number} is {state} already")
+        raise precondition(f"issue_{to}", f"issue #{number} is {state} already")
 
 
 def check_join_request(actor: Actor) -> None:
     access.require(actor, access.Action.REQUEST_JOIN)
     if actor.is_member:
-        raise Refusal("FAILED_PRECONDITION", "already_member", f"{actor.name} is a project member already")
+        raise precondition("already_member", f"{actor.name} is a project member already")
 
 
 def check_join_decision(actor: Actor, name: str, pending: bool) -> None:
     access.require(actor, access.Action.DECIDE_JOIN)
     if not pending:
-        raise Refusal("NOT_FOUND", "no_join_request", f"{clip(name)} has no pending join request")
+        raise not_found("no_join_request", f"{clip(name)} has no pending join request")
 
 
 def check_leave(actor: Actor) -> None:
     access.require(actor, access.Action.LEAVE)
     if actor.is_maintainer:
-        raise Refusal(
-            "FAILED_PRECONDITION",
+        raise precondition(
             "maintainer_leaves",
             f"{actor.name} is a maintainer, named in scienceslack.json: a rules change removes a maintainer",
         )
     if not actor.is_member:
-        raise Refusal("FAILED_PRECONDITION", "not_member", f"{actor.name} is not a project member")
+        raise precondition("not_member", f"{actor.name} is not a project member")

@@ -5,10 +5,11 @@ follower they use; who may do what is contracts.access's."""
 from kernelboard.v1 import events_pb2
 
 from contracts import access, limits, names
+from contracts.refusals import conflict, not_found, precondition
 from services.common.eventlog import NewEvent
 from services.common.logs import get_logger
 from services.ingest import domain, store
-from services.ingest.domain import Actor, Refusal
+from services.ingest.domain import Actor
 from services.ingest.gitrepo import MergeConflict
 
 MAX_FILES_SHOWN = 300  # a pull request's diff stat lists at most this many files (a route's folder is small)
@@ -33,7 +34,7 @@ class PullRequests:
         access.require(actor, access.Action.OPEN_PULL, access.Target(owner=route.owner, label=f"route {route.route!r}"))
         main = await store.ref_value(self.pool, names.MAIN_REF)
         if await self.repo.is_ancestor(head, main):
-            raise Refusal("FAILED_PRECONDITION", "nothing_to_merge", f"route {route.route!r} brings nothing main lacks")
+            raise precondition("nothing_to_merge", f"route {route.route!r} brings nothing main lacks")
         title, body = title.strip() or f"Merge route {route.route}", body.strip()
         changed = await self.repo.changed_paths(await self.repo.merge_base(main, head), head)  # what the route brings
         author_owner = access.owner_of(actor)
@@ -71,7 +72,7 @@ class PullRequests:
     async def get_pull(self, number: int) -> store.PullRow:
         pull = await store.get_pull(self.pool, number)
         if pull is None:
-            raise Refusal("NOT_FOUND", "unknown_pull", f"no pull request #{number}")
+            raise not_found("unknown_pull", f"no pull request #{number}")
         return pull
 
     async def pull_files(self, pull: store.PullRow) -> list[tuple[str, int, int, bool]]:
@@ -92,7 +93,7 @@ class PullRequests:
         async with self.pool.acquire() as conn, conn.transaction():
             pull = await store.get_pull(conn, number, for_update=True)
             if pull is None:
-                raise Refusal("NOT_FOUND", "unknown_pull", f"no pull request #{number}")
+                raise not_found("unknown_pull", f"no pull request #{number}")
             domain.check_review(verdict, pull.state, number)
             if verdict != events_pb2.REVIEW_VERDICT_COMMENT:
                 access.require(actor, access.Action.APPROVE_PULL, verdict_target(pull))
@@ -112,7 +113,7 @@ class PullRequests:
         try:
             merge_sha = await self.repo.merge(main, pull.head_sha, message, actor.name)
         except MergeConflict as err:
-            raise Refusal("FAILED_PRECONDITION", "merge_conflict", f"pull request #{number}: {err}") from None
+            raise precondition("merge_conflict", f"pull request #{number}: {err}") from None
         # Checked again against main as it is now: a merge into main changes only the route's folder, whatever the
         # route's history let through (a head recorded before the route rule held for every commit).
         dropped, changed = await self.repo.paths_outside(main, merge_sha, pull.route)
@@ -135,7 +136,7 @@ class PullRequests:
             try:
                 await store.move_ref(conn, names.MAIN_REF, main, merge_sha, actor.name)
             except store.RefMoved as err:
-                raise Refusal("ABORTED", "conflict", str(err)) from None
+                raise conflict("conflict", str(err)) from None
             await store.mark_merged(conn, number, merge_sha, actor.name)
             await self.log.append(names.MAIN_STREAM, None, [NewEvent(commit, actor.name)], conn=conn)
             await self.log.append(names.pull_stream(number), None, [NewEvent(merged, actor.name)], conn=conn)

@@ -20,7 +20,7 @@ from typing import Protocol
 from kernelboard.v1 import events_pb2
 
 from contracts import access, names, rules
-from contracts.refusals import Refusal
+from contracts.refusals import Refusal, invalid, not_found, precondition, unavailable
 from services.common import metrics, sandbox
 from services.common.eventlog import ConcurrencyConflict, NewEvent
 from services.common.logs import bind_ids, get_logger
@@ -62,8 +62,8 @@ RESULT_ERRORS = metrics.counter(
 def _slurm_refusal(err: SlurmError, what: str) -> Refusal:
     """Slurm turned a release or cancel down (the job's state there forbids it), or did not answer."""
     if err.refused:
-        return Refusal("FAILED_PRECONDITION", "slurm_refused", f"{what}: {err}")
-    return Refusal("UNAVAILABLE", "slurm_unavailable", f"{what}: {err}")
+        return precondition("slurm_refused", f"{what}: {err}")
+    return unavailable("slurm_unavailable", f"{what}: {err}")
 
 
 class ResultPusher(Protocol):
@@ -184,7 +184,7 @@ class JobService:
     def get(self, job_id: str) -> JobView:
         view = self.jobs.get(job_id)
         if view is None:
-            raise Refusal("NOT_FOUND", "unknown_job", f"no job {job_id!r}")
+            raise not_found("unknown_job", f"no job {job_id!r}")
         return view
 
     def list_jobs(self, *, route: str = "", owner: str = "", live_only: bool = False) -> list[JobView]:
@@ -221,38 +221,35 @@ class JobService:
         try:
             route = domain.route_of_ref(ref)
         except ValueError as err:
-            raise Refusal("INVALID_ARGUMENT", "bad_ref", str(err)) from None
+            raise invalid("bad_ref", str(err)) from None
         if not names.OBJECT_ID.matches(sha):
-            raise Refusal("INVALID_ARGUMENT", "bad_sha", f"sha {sha!r}: give the full 40-character commit id")
+            raise invalid("bad_sha", f"sha {sha!r}: give the full 40-character commit id")
         path = Path(script_path)
         if not script_path or path.is_absolute() or ".." in path.parts:
-            raise Refusal(
-                "INVALID_ARGUMENT", "bad_script_path", f"script path {script_path!r}: a relative path inside the commit"
-            )
+            raise invalid("bad_script_path", f"script path {script_path!r}: a relative path inside the commit")
         owner = await self._route_owner(route)
         if owner is None:
-            raise Refusal("NOT_FOUND", "unknown_route", f"unknown route {route!r}: start it and push first")
+            raise not_found("unknown_route", f"unknown route {route!r}: start it and push first")
         actor = access.Actor.of(principal)
         access.require(actor, access.Action.SUBMIT_JOB, access.Target(owner=owner, label=f"route {route!r}"))
         full_ref = names.route_ref(route)
         tip = await self.repo.resolve(full_ref)
         if tip is None or not await self.repo.is_ancestor(sha, tip):
-            raise Refusal(
-                "FAILED_PRECONDITION",
+            raise precondition(
                 "commit_not_on_route",
                 f"commit {sha[:12]} is not on {full_ref}: `kb push` it first",
             )
         try:
             script = await self.repo.read_script(sha, script_path)
         except ScriptError as err:
-            raise Refusal("INVALID_ARGUMENT", "not_a_script", str(err)) from None
+            raise invalid("not_a_script", str(err)) from None
         if script is None:
-            raise Refusal("NOT_FOUND", "no_script", f"no file {script_path!r} in commit {sha[:12]}")
+            raise not_found("no_script", f"no file {script_path!r} in commit {sha[:12]}")
         limits = await self._limits()
         try:
             plan = domain.plan_job(domain.script_text(script), limits)
         except domain.DirectiveError as err:
-            raise Refusal("INVALID_ARGUMENT", "bad_directives", f"{script_path}: {err}") from None
+            raise invalid("bad_directives", f"{script_path}: {err}") from None
         resources = plan.resources
         held = access.held(actor)
 
@@ -295,17 +292,15 @@ class JobService:
             SBATCH_SECONDS.observe(time.perf_counter() - started)
         except domain.DirectiveError as err:
             shutil.rmtree(box, ignore_errors=True)
-            raise Refusal("INVALID_ARGUMENT", "bad_directives", f"{script_path}: {err}") from None
+            raise invalid("bad_directives", f"{script_path}: {err}") from None
         except SlurmError as err:
             shutil.rmtree(box, ignore_errors=True)
             if err.refused:
                 raise Refusal(err.code, "sbatch_refused", f"{script_path}: sbatch refused the job: {err}") from None
-            raise Refusal("UNAVAILABLE", "slurm_unavailable", f"the Slurm controller did not answer: {err}") from None
+            raise unavailable("slurm_unavailable", f"the Slurm controller did not answer: {err}") from None
         except (GitError, OSError) as err:
             shutil.rmtree(box, ignore_errors=True)
-            raise Refusal(
-                "FAILED_PRECONDITION", "job_dir_failed", f"could not prepare the job directory: {err}"
-            ) from None
+            raise precondition("job_dir_failed", f"could not prepare the job directory: {err}") from None
 
         with bind_ids(job_id=job_id, route=route, sha=sha):
             submitted = events_pb2.JobSubmitted(
@@ -329,8 +324,7 @@ class JobService:
                 with contextlib.suppress(SlurmError):
                     await self.slurm.cancel(job_id)
                 if isinstance(err, ConcurrencyConflict):
-                    raise Refusal(
-                        "FAILED_PRECONDITION",
+                    raise precondition(
                         "slurm_id_reused",
                         f"Slurm job id {job_id} is already in the event log: the cluster's state was reset while the "
                         "log was kept (cancelled the new job)",
@@ -344,9 +338,9 @@ class JobService:
         async with self._lock(job_id):
             view = self.get(job_id)
             if view.finished:
-                raise Refusal("FAILED_PRECONDITION", "job_ended", f"job {job_id} has already ended ({view.state})")
+                raise precondition("job_ended", f"job {job_id} has already ended ({view.state})")
             if not view.held:
-                raise Refusal("FAILED_PRECONDITION", "not_held", f"job {job_id} is not held")
+                raise precondition("not_held", f"job {job_id} is not held")
             try:
                 await self.slurm.release(job_id)
             except SlurmError as err:
@@ -362,7 +356,7 @@ class JobService:
             access.Actor.of(principal), access.Action.CANCEL_JOB, access.Target(owner=view.owner, label=f"job {job_id}")
         )
         if view.finished:
-            raise Refusal("FAILED_PRECONDITION", "job_ended", f"job {job_id} has already ended ({view.state})")
+            raise precondition("job_ended", f"job {job_id} has already ended ({view.state})")
         try:
             await self.slurm.cancel(job_id)
         except SlurmError as err:
@@ -514,11 +508,11 @@ class JobService:
         if text is None and self.config.rules_path is not None:
             text = self.config.rules_path.read_bytes()
         if text is None:
-            raise Refusal("FAILED_PRECONDITION", "no_rules", "no rules: the hosted repository has no tag checks yet")
+            raise precondition("no_rules", "no rules: the hosted repository has no tag checks yet")
         try:
             return domain.partition_limits(rules.parse(text))
         except rules.RulesError as err:
-            raise Refusal("FAILED_PRECONDITION", "bad_rules", f"scienceslack.json: {err}") from None
+            raise precondition("bad_rules", f"scienceslack.json: {err}") from None
 
     def _hidden_from_jobs(self) -> list[str]:
         """What a job must not see even read-only: KB_HOME (tokens, the hosted repository), every job directory but

@@ -5,8 +5,11 @@ services, the checks, the local deployment) and fails on
   tokens are contracts.names'), except the parsers of formats other programs write, listed below with why;
 - a role comparison: a role compared, ordered or looked up outside contracts/access.py, the one place that decides
   what a role may do;
-- a spelt identifier: an f-string that builds an event stream name (``route:{r}``), a NATS subject from the subject
-  prefix, or a ref, route folder or short form (``routes/{r}``, ``refs/...``) instead of asking contracts.names.
+- a spelt identifier: an f-string that builds an event stream name (``route:{r}``), a principal's or operator's name,
+  a NATS subject from the subject prefix, or a ref, route folder or short form (``routes/{r}``, ``refs/...``) instead
+  of asking contracts.names;
+- a second spelling of a refusal: ``Refusal("NOT_FOUND", ...)`` where contracts.refusals has a helper
+  (``not_found(...)``) for each status.
 
 It replaces bench/contracts/cross_service_rules.sh, which grepped for the spellings of the code before issue 12.
 """
@@ -29,7 +32,8 @@ FOREIGN_FORMATS = {
     "services/verifier/harness/recorder.py": "CUDA kernel names the profiler reports",
 }
 REGEX_CALLS = {"compile", "fullmatch", "match", "search", "findall", "finditer", "sub", "subn", "split"}
-STREAM_KINDS = {"route", "job", "pull", "issue", "check", "deadletter", "rules", "main"}
+STREAM_KINDS = {"route", "job", "pull", "issue", "check", "benchmark", "principal", "deadletter", "rules", "main"}
+IDENTITY_KINDS = {"system", "operator"}  # principal and operator names: contracts.names
 ROLE_MODULE = "contracts/access.py"
 
 
@@ -70,7 +74,10 @@ def violations(relative: str, source: str) -> list[str]:
     tree = ast.parse(source)
     for node in ast.walk(tree):
         where = f"{relative}:{getattr(node, 'lineno', 0)}"
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in REGEX_CALLS:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Refusal":
+            if node.args and isinstance(node.args[0], ast.Constant):
+                found.append(f"{where}: Refusal({node.args[0].value!r}, ...), not its contracts.refusals helper")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in REGEX_CALLS:
             target = node.func.value
             if isinstance(target, ast.Name) and target.id == "re" and relative not in FOREIGN_FORMATS:
                 found.append(f"{where}: a grammar (re.{node.func.attr}) outside contracts/")
@@ -79,9 +86,11 @@ def violations(relative: str, source: str) -> list[str]:
                 found.append(f"{where}: a role comparison outside {ROLE_MODULE}")
         elif isinstance(node, ast.JoinedStr) and len(node.values) > 1:
             head = _literal_head(node)
-            kind = re.fullmatch(r"([a-z]+):", head)
+            kind = re.match(r"([a-z]+):(?! )", head)
             if kind and kind[1] in STREAM_KINDS:
                 found.append(f"{where}: a stream name spelt ({head}...), not contracts.names")
+            elif kind and kind[1] in IDENTITY_KINDS:
+                found.append(f"{where}: an identity spelt ({head}...), not contracts.names")
             elif head.startswith(("routes/", "refs/")):
                 found.append(f"{where}: a ref or route folder spelt ({head}...), not contracts.names")
             elif _mentions(node, "events_subject_prefix"):
@@ -108,6 +117,8 @@ def test_no_identifier_grammar_role_comparison_or_spelt_stream_outside_contracts
         ('def s(n):\n    return f"pull:{n}"\n', "a stream name"),
         ('def s(r):\n    return f"routes/{r}/metrics.json"\n', "a ref or route folder"),
         ('def s(settings):\n    return f"{settings.events_subject_prefix}.>"\n', "a NATS subject"),
+        ('def s(name):\n    return f"system:consumer:{name}"\n', "an identity"),
+        ('def r():\n    raise Refusal("NOT_FOUND", "unknown_pull", "no such pull request")\n', "not its contracts"),
     ],
 )
 def test_the_walk_sees_each_kind_of_decision(source, what):
