@@ -67,6 +67,22 @@ def not_counted(text: str) -> str:
     return f"{text} ({NOT_COUNTED})"
 
 
+def times(value: float) -> str:
+    """A speed-up as every surface shows it: 1.234×."""
+    return f"{value:.3f}×"
+
+
+def leader_row(leader) -> list[str]:
+    """A problem's leaderboard row (board.proto ProblemLeader): problem, best speed-up, route, owner, commit, check."""
+    if not leader.route:
+        return [leader.problem, NO_SCORE, "no verified speed-up yet", "", "", ""]
+    route = leader.route + (f" (job {leader.job_id}'s result)" if leader.job_id else "")
+    return [leader.problem, times(leader.speedup), route, leader.owner, leader.sha[:10], leader.check_id]
+
+
+LEADER_HEADINGS = ["problem", "best speed-up", "route", "owner", "sha", "check"]
+
+
 def speedup(subtask) -> str:
     """A problem's speed-up: 1.234× (1.200×–1.260×) where measured; NO_SCORE where there is none to show."""
     if not subtask.submitted or not subtask.passed or getattr(subtask, "not_judged", ""):

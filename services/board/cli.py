@@ -16,6 +16,9 @@ def register(subparsers) -> None:
     what = parser.add_mutually_exclusive_group()
     what.add_argument("--route", metavar="NAME", help="a route's checks and reports over time instead of the board")
     what.add_argument("--list", action="store_true", help="every board, a line each")
+    what.add_argument(
+        "--problems", action="store_true", help="each problem's best verified speed-up across routes, and who holds it"
+    )
     what.add_argument("--rebuild", action="store_true", help="maintainers: rebuild the projection from the log")
     what.add_argument("--adopt", metavar="ROUTE", help="maintainers: mark ROUTE adopted on the board")
     what.add_argument("--unadopt", metavar="ROUTE", help="maintainers: withdraw ROUTE's adopted mark")
@@ -36,6 +39,17 @@ def _json(message, *, indent: int | None = 2) -> str:
         message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
     )
     return json.dumps(data, sort_keys=True, indent=indent)
+
+
+def _problems_json(view) -> str:
+    """The board's per-problem leaderboard as --json prints it: the ProblemLeader messages' fields, by name."""
+    from google.protobuf import json_format
+
+    problems = [
+        json_format.MessageToDict(p, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
+        for p in view.problems
+    ]
+    return json.dumps({"version": view.version, "problems": problems}, sort_keys=True, indent=2)
 
 
 def run(args) -> int:
@@ -61,6 +75,9 @@ def run(args) -> int:
                 board_pb2.GetBoardRouteRequest(route=args.route, version=args.version), metadata=metadata
             )
             print(_json(route) if args.json else render.render_route(route, client.web_url()))
+        elif args.problems:
+            view = stub.GetBoard(board_pb2.GetBoardRequest(version=args.version), metadata=metadata)
+            print(_problems_json(view) if args.json else render.render_problems(view))
         elif args.list:
             reply = stub.ListBoards(board_pb2.ListBoardsRequest(), metadata=metadata)
             if args.json:

@@ -33,6 +33,9 @@ The rules, as this module applies them (docs/ARCHITECTURE.md, "Board rules"):
   beside ("disqualified", its score kept as evidence, the maintainer and the reason shown). A later CheckDisqualified
   with disqualified = false reinstates it. The order of the two events does not matter: a check disqualified before
   its result was folded never ranks.
+- Per problem: each problem's leader is the best speed-up any route's verified check (not disqualified) measured on
+  it, the problem submitted and passed with a finite speed-up; ties go to the earlier check. Reports say nothing per
+  problem, so they lead none.
 - Adopted: the latest RouteAdopted for the route on that board.
 - History: a route's checks, reports and adoption marks on a board are kept as their log positions with what the
   fold decided of each (counted, or why not); GetRoute reads those events back from the log.
@@ -57,7 +60,7 @@ from kernelboard.v1 import events_pb2
 from contracts import results, rules
 
 # Raise it whenever a change here would fold the same log differently: a stored copy of another version is refolded.
-PROJECTION_VERSION = 6
+PROJECTION_VERSION = 7
 
 NS_PER_DAY = 86_400 * 1_000_000_000
 QUIET_AFTER_NS = 14 * NS_PER_DAY
@@ -100,6 +103,7 @@ class Entry(NamedTuple):
     score_low: float  # the score's interval from its own noise; 0/0: none (the score alone)
     score_high: float
     job_id: str  # a check of a job's result commit: the job ("" for a push's check, and for reports)
+    speedups: tuple  # a verified check's (problem, speed-up) for each problem it submitted and passed; () otherwise
 
 
 # A route's history on a board is the log positions of its checks, reports and adoption marks, each with what the
@@ -400,6 +404,7 @@ def _on_metrics_reported(state: State, board, event, payload, actor: str, positi
             runner,
             *_noise(score, payload.score_low, payload.score_high),
             "",
+            (),
         )
         if by_maintainer:
             on_board.by_maintainer = entry
@@ -482,7 +487,17 @@ def _check_entry(source: str, score: float, reason: str, event, payload, positio
             payload.runner,
             *_noise(score, payload.score_low, payload.score_high),
             payload.job_id,
+            _speedups(payload.subtasks) if source == VERIFIED else (),
         ),
+    )
+
+
+def _speedups(subtasks) -> tuple:
+    """(problem, speed-up) of each problem a check submitted and passed with a finite, positive speed-up."""
+    return tuple(
+        (s.id, s.speedup)
+        for s in subtasks
+        if s.submitted and s.passed and not s.not_judged and _isfinite(s.speedup) and s.speedup > 0
     )
 
 
@@ -667,6 +682,29 @@ def ranked(board: Board) -> list[Placed]:
         tied = start != index or (index + 1 < len(rows) and starts[index + 1] == start)
         placed.append(Placed(route, entry, start + 1, tied))
     return placed
+
+
+class Leader(NamedTuple):
+    problem: str
+    route: str  # "" while no verified check measured it
+    entry: Entry | None
+    speedup: float
+
+
+def problem_leaders(board: Board) -> list[Leader]:
+    """Each problem's best verified speed-up across the board's routes (the rules' problems in their order; a board
+    without readable rules: those its checks measured): the route and check that hold it, the earlier on a tie."""
+    best: dict[str, Leader] = {}
+    for route, on_board in board.routes.items():
+        for placed in on_board.passes:
+            if placed.check_id in on_board.disqualified:
+                continue
+            for problem, speedup in placed.speedups:
+                held = best.get(problem)
+                if held is None or (speedup, -placed.position) > (held.speedup, -held.entry.position):
+                    best[problem] = Leader(problem, route, placed, speedup)
+    order = list(board.card.kernels) if board.card is not None and board.card.kernels else sorted(best)
+    return [best.get(problem) or Leader(problem, "", None, 0.0) for problem in order]
 
 
 def place_starts(intervals: list[tuple[float, float]]) -> list[int]:

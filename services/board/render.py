@@ -86,6 +86,16 @@ def render_board(view: board_pb2.BoardView) -> str:
     return "\n".join(lines)
 
 
+def render_problems(view: board_pb2.BoardView) -> str:
+    """Each problem's own leaderboard: its best verified speed-up across the routes, and who holds it."""
+    title = view.card.name or "Board"
+    lines = [f"{title}, benchmark version {view.version}: the best verified speed-up on each problem", ""]
+    rows = [results.leader_row(p) for p in view.problems]
+    lines += table(results.LEADER_HEADINGS, rows, numeric={1}) if rows else ["  no problems on this board"]
+    lines.append(f"\n(as of log position {view.log_position})")
+    return "\n".join(lines)
+
+
 def render_route(route: board_pb2.BoardRoute, web_url: str = "") -> str:
     """A route's entries and history on each board; ``web_url``: the web board, for each check's page."""
     started = f", started {results.when(route.started)} by {route.started_by}" if route.started else ""

@@ -97,7 +97,25 @@ def board_view(state: State, board: Board) -> board_pb2.BoardView:
         entry(route, row, rank=0, owner=_owner(state, route), adopted=routes[route].adopted)
         for route, row in projection.listed_beside(board)
     )
+    view.problems.extend(problem_leader(state, leader) for leader in projection.problem_leaders(board))
     return view
+
+
+def problem_leader(state: State, leader: projection.Leader) -> board_pb2.ProblemLeader:
+    if leader.entry is None:
+        return board_pb2.ProblemLeader(problem=leader.problem)
+    e = leader.entry
+    return board_pb2.ProblemLeader(
+        problem=leader.problem,
+        speedup=leader.speedup,
+        route=leader.route,
+        owner=_owner(state, leader.route),
+        sha=e.sha,
+        check_id=e.check_id,
+        global_position=e.position,
+        occurred_at=rfc3339(e.occurred_ns),
+        job_id=e.job_id,
+    )
 
 
 def route_view(

@@ -99,6 +99,8 @@ def templates() -> jinja2.Environment:
         reasons=results.reasons,
         ran_with=results.ran_with,
         check_path=results.check_path,
+        leader_row=results.leader_row,
+        leader_headings=results.LEADER_HEADINGS,
         NO_SCORE=results.NO_SCORE,
     )
     # A route the log names but GetRoute would refuse (written before the grammar held) is shown, not linked.
@@ -197,6 +199,16 @@ async def board_page(request: web.Request) -> web.Response:
         newest=newest,
         earlier=view.earlier,
         live_url=f"/live/{version}",  # version 0 follows the newest board as it moves
+    )
+
+
+async def problems_page(request: web.Request) -> web.Response:
+    """/problems (the newest board), /problems/N: each problem's best verified speed-up across routes."""
+    version = int(request.match_info.get("version", 0))
+    with upstream("board"):
+        view = await request.app[FEEDS].board(version)
+    return request.app[PAGES].response(
+        request, ("problems", version, view.version, view.log_position), "problems.html", view=view
     )
 
 
@@ -379,6 +391,8 @@ def make_app(source: BoardSource, *, max_live: int = DEFAULT_MAX_LIVE) -> web.Ap
     app.router.add_get(f"/board/{version}", board_page, name="board_version")
     app.router.add_get(f"/board/{version}.json", board_json_page, name="board_json")
     app.router.add_get("/boards", boards_page, name="boards")
+    app.router.add_get("/problems", problems_page, name="problems")
+    app.router.add_get(f"/problems/{version}", problems_page, name="problems_version")
     app.router.add_get("/route/{route:[^/]+}/check/{check_id:[^/]+}", check_page, name="check")
     app.router.add_get("/route/{route:.+}", route_page, name="route")
     app.router.add_get(f"/live/{version}", live, name="live")

@@ -101,3 +101,23 @@ async def test_kb_admin_disqualify_and_reinstate_as_a_maintainer_signed_in(serve
     reinstate = (cheat, "--reinstate", "--reason", "fine", "--json")
     code, out, _ = await run_kb(served, *reinstate, token="curator", command=admin)
     assert code == 0 and json.loads(out)["reinstated"] is True
+
+
+async def test_kb_board_problems_prints_each_problems_best_verified_speedup(served):
+    _, _, projector, log, _ = served
+    since = projector.state.position
+    fast = check("tiled", 1, passed=True, score=1.1, check_id="p1")
+    fast.subtasks.add(id="matmul", submitted=True, passed=True, speedup=2.25)
+    fast.subtasks.add(id="kl_div", submitted=False, passed=True, speedup=1.0)
+    await append_all(log, [("check:p1", NewEvent(fast, "system:verifier", verifier_version=1))])
+    for event in [e async for e in log.read_all(since)]:
+        async with log.pool.acquire() as conn, conn.transaction():
+            await projector.handle(conn, event)
+    code, out, _ = await run_kb(served, "--problems", "--version", "1")
+    lines = out.splitlines()
+    assert code == 0 and "the best verified speed-up on each problem" in lines[0], out
+    assert [line.split()[:3] for line in lines if line.split()[:1] == ["matmul"]] == [["matmul", "2.250×", "tiled"]]
+    assert any(line.split()[:2] == ["kl_div", "—"] and "no verified speed-up yet" in line for line in lines), out
+    code, out, _ = await run_kb(served, "--problems", "--version", "1", "--json")
+    problems = json.loads(out)["problems"]
+    assert len(problems) == 12 and problems[0]["route"] == "tiled" and problems[0]["check_id"] == "p1"

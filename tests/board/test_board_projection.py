@@ -309,3 +309,28 @@ def test_a_job_results_check_keeps_its_job_on_the_board_and_in_the_routes_histor
     assert (ranked.route, ranked.job_id) == ("fast", "42")
     [part] = views.route_view(state, "fast", 1, {e.global_position: e for e in events}).boards
     assert [(r.kind, r.job_id) for r in part.history] == [("check", "42")]
+
+
+def test_each_problem_is_led_by_its_best_verified_speedup_across_routes_and_a_disqualified_check_leads_none():
+    def judged(route, position, check_id, speedups, *, passed=True, verified=None):
+        payload = check(route, 1, passed=passed, score=1.0, check_id=check_id, verified=verified)
+        for problem, speedup in speedups.items():
+            payload.subtasks.add(id=problem, submitted=speedup is not None, passed=passed, speedup=speedup or 1.0)
+        return envelope(position, payload, actor="system:verifier", verifier_version=1)
+
+    events = [
+        envelope(1, rules(1)),
+        judged("fast", 2, "a", {"matmul": 3.0, "log_softmax": 1.2, "kl_div": None}),
+        judged("tiled", 3, "b", {"matmul": 3.0, "log_softmax": 2.5}),  # ties fast's matmul later: fast keeps it
+        judged("cheat", 4, "c", {"log_softmax": 9.0}, passed=False),  # a failed check leads nothing
+        judged("cpu", 5, "d", {"log_softmax": 8.0}, verified=False),  # nor does an unverified pass
+        judged("hack", 6, "e", {"matmul": 50.0}),
+        envelope(7, events_pb2.CheckDisqualified(check_id="e", route="hack", benchmark_version=1, disqualified=True)),
+        envelope(8, report("tiled", 1, score=99.0, by_maintainer=True, reporter="curator")),  # reports: no problems
+    ]
+    state = projection.fold(events)
+    leaders = {p.problem: p for p in views.board_view(state, state.boards[1]).problems}
+    assert (leaders["matmul"].route, leaders["matmul"].speedup, leaders["matmul"].check_id) == ("fast", 3.0, "a")
+    assert (leaders["log_softmax"].route, leaders["log_softmax"].speedup) == ("tiled", 2.5)
+    assert leaders["kl_div"].route == "" and leaders["kl_div"].speedup == 0  # submitted by nobody: eager
+    assert list(leaders) == list(state.boards[1].card.kernels)  # the rules' twelve, in their order

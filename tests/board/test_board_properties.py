@@ -91,6 +91,10 @@ def build_log(steps, holes):
                 check_id=f"check-{position}",
             )
             with_noise(payload, noise)
+            # Per problem: matmul at the check's score, relu at one of few values (ties), kl_div not submitted.
+            payload.subtasks.add(id="matmul", submitted=True, passed=passed, speedup=score)
+            payload.subtasks.add(id="log_softmax", submitted=True, passed=passed, speedup=[1.5, 2.0][position % 2])
+            payload.subtasks.add(id="kl_div", submitted=False, passed=True, speedup=1.0)
             events.append(envelope(position, payload, actor="system:verifier", at_ns=now, verifier_version=verifier))
             checks.append((payload.check_id, route, v))
         elif kind == "report":
@@ -275,3 +279,29 @@ def test_a_routes_verified_entry_is_its_best_counted_check_earliest_on_ties(even
         if r.verified is not None
     }
     assert found == best
+
+
+@settings(max_examples=300, deadline=None)
+@given(events=logs)
+def test_each_problems_leader_is_its_best_verified_speedup_earliest_on_ties(events):
+    """An oracle apart from the fold: per board and problem, the best speed-up among the counted verified checks that
+    stand (not disqualified), the earlier check on a tie; a problem not submitted has no leader."""
+    state = projection.fold(events)
+    for board in state.boards.values():
+        expected: dict[str, tuple[float, int, str]] = {}
+        for route, on_board in board.routes.items():
+            standing = [p for p in on_board.passes if p.check_id not in on_board.disqualified]
+            for placed in standing:
+                event = next(e for e in events if e.global_position == placed.position)
+                for s in event.check_completed.subtasks:
+                    if not (s.submitted and s.passed and math.isfinite(s.speedup) and s.speedup > 0):
+                        continue
+                    held = expected.get(s.id)
+                    if held is None or s.speedup > held[0] or (s.speedup == held[0] and placed.position < held[1]):
+                        expected[s.id] = (s.speedup, placed.position, route)
+        view = views.board_view(state, board)
+        found = {p.problem: (p.speedup, p.global_position, p.route) for p in view.problems if p.route}
+        assert found == expected
+        assert "kl_div" not in found
+        if board.card is not None:
+            assert [p.problem for p in view.problems] == list(board.card.kernels)
