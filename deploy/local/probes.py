@@ -5,8 +5,8 @@ probes.py health --deadline S NAME=HOST:PORT[:PID][@SERVICE] ...
     With a PID, a process that has exited fails at once instead of waiting out the deadline.
 probes.py ensure-db URL             creates the database of URL when it does not exist
 probes.py route-checked ROUTE --deadline S [--watch NAME=PID ...]
-    Waits until the event log holds a CheckCompleted for ROUTE; prints it as JSON. A watched process that exits
-    fails at once.
+    Waits until the event log holds the CheckCompleted of ROUTE's head (its latest ingested commit: the seed's last,
+    checked on the newest board); prints it as JSON. A watched process that exits fails at once.
 """
 
 from __future__ import annotations
@@ -131,13 +131,18 @@ async def wait_route_checked(url: str, route: str, deadline_s: float, watch: dic
     log = await EventLog.connect(url, migrate=False)
     start = time.monotonic()
     next_note = 30.0
-    position, found = 0, None
+    position, found, head = 0, None, ""
+    branch = f"refs/heads/routes/{route}"
+    checked: dict[str, object] = {}  # sha -> its latest CheckCompleted
     try:
         while True:
-            async for event in log.read_all(position, types={"CheckCompleted"}):
+            async for event in log.read_all(position, types={"CommitIngested", "CheckCompleted"}):
                 position = event.global_position
-                if event.check_completed.route == route:
-                    found = event
+                if event.HasField("commit_ingested") and event.commit_ingested.ref == branch:
+                    head = event.commit_ingested.sha
+                elif event.HasField("check_completed") and event.check_completed.route == route:
+                    checked[event.check_completed.sha] = event
+            found = checked.get(head)
             if found is not None:
                 done = found.check_completed
                 return {
@@ -151,6 +156,7 @@ async def wait_route_checked(url: str, route: str, deadline_s: float, watch: dic
                     "verified": done.verified,
                     "not_verified_because": list(done.not_verified_because),
                     "duration_s": done.duration_s,
+                    "benchmark_version": done.benchmark_version,
                     "global_position": found.global_position,
                 }
             elapsed = time.monotonic() - start
@@ -158,7 +164,10 @@ async def wait_route_checked(url: str, route: str, deadline_s: float, watch: dic
             if dead:
                 raise SystemExit(f"no check of route {route} yet and {', '.join(dead)} exited")
             if elapsed > deadline_s:
-                raise SystemExit(f"no CheckCompleted for route {route} in the event log after {deadline_s:.0f} s")
+                raise SystemExit(
+                    f"no CheckCompleted for route {route} in the event log after {deadline_s:.0f} s"
+                    + (f" (its head {head[:12]} not checked yet)" if head else "")
+                )
             if elapsed > next_note:
                 print(
                     f"    still waiting for the check of route {route} ({elapsed:.0f} s)", file=sys.stderr, flush=True

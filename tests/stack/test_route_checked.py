@@ -1,4 +1,4 @@
-"""`make up`'s main wait: the verifier's CheckCompleted for the bundled route, read from the real event log."""
+"""`make up`'s main wait: the verifier's CheckCompleted of the bundled route's head, read from the real event log."""
 
 import asyncio
 import json
@@ -34,7 +34,25 @@ def database_url():
     asyncio.run(admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
 
 
-def append_check(url, route, passed=True, score=1.25):
+def append_commit(url, route, sha="ab" * 20):
+    async def append():
+        log = await eventlog.EventLog.connect(url, migrate=True)
+        try:
+            payload = events_pb2.CommitIngested(
+                ref=f"refs/heads/routes/{route}", sha=sha, kind=events_pb2.COMMIT_KIND_ROUTE, route=route
+            )
+            await log.append(f"route:{route}", None, [eventlog.NewEvent(payload=payload, actor="curator")])
+        finally:
+            await log.close()
+
+    asyncio.run(append())
+
+
+def append_check(url, route, passed=True, score=1.25, sha="ab" * 20, commit=True):
+    """A CheckCompleted of ``sha`` on ``route``, after its CommitIngested (``commit``)."""
+    if commit:
+        append_commit(url, route, sha)
+
     async def append():
         log = await eventlog.EventLog.connect(url, migrate=True)
         try:
@@ -43,7 +61,7 @@ def append_check(url, route, passed=True, score=1.25):
                 check_id=check_id,
                 check_name="verify",
                 ref=f"routes/{route}",
-                sha="ab" * 20,
+                sha=sha,
                 route=route,
                 passed=passed,
                 reasons=[] if passed else ["atol broken on 3_matmul"],
@@ -72,6 +90,19 @@ def test_only_a_check_of_the_bundled_route_ends_the_wait(database_url):
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert (result["passed"], result["score"], result["runner"], result["sha"]) == (True, 1.25, "cpu", "ab" * 20)
+
+
+def test_the_wait_ends_on_the_check_of_the_routes_head_not_an_earlier_commits(database_url):
+    """The seed pushes the route twice (version 1's commit, then its commit on version 2): make up waits for the
+    check of the latest, the one on the newest board."""
+    append_check(database_url, "triton", sha="a1" * 20, score=1.0)
+    append_commit(database_url, "triton", sha="b2" * 20)
+    done = probe(database_url, "--deadline", "2")
+    assert done.returncode != 0 and "no CheckCompleted for route triton" in done.stderr
+    append_check(database_url, "triton", sha="b2" * 20, score=2.0, commit=False)
+    done = probe(database_url, "--deadline", "30")
+    assert done.returncode == 0, done.stderr
+    assert (json.loads(done.stdout)["sha"], json.loads(done.stdout)["score"]) == ("b2" * 20, 2.0)
 
 
 def test_a_failed_check_is_reported_with_its_reasons(database_url):
