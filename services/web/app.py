@@ -27,6 +27,7 @@ from services.common import metrics
 from services.common.logs import bind_ids, get_logger
 from services.web import chart
 from services.web.feeds import Feeds
+from services.web.history_chart import history_chart
 from services.web.source import BoardSource
 
 HERE = Path(__file__).resolve().parent
@@ -245,6 +246,7 @@ async def route_page(request: web.Request) -> web.Response:
                 "shown": shown,
                 "why_shown": why_shown,
                 "chart": chart.speedup_chart(shown.subtasks) if shown is not None else None,
+                "history_chart": history_chart(part.history),
             }
         )
     return page("route.html", route=route, parts=list(reversed(parts)), newest=newest)
