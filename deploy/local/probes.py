@@ -126,13 +126,14 @@ async def ensure_database(url: str) -> str:
 
 
 async def wait_route_checked(url: str, route: str, deadline_s: float, watch: dict[str, int]) -> dict:
+    from contracts import names
     from services.common.eventlog import EventLog
 
     log = await EventLog.connect(url, migrate=False)
     start = time.monotonic()
     next_note = 30.0
     position, found, head = 0, None, ""
-    branch = f"refs/heads/routes/{route}"
+    branch = names.route_ref(route)
     checked: dict[str, object] = {}  # sha -> its latest CheckCompleted
     try:
         while True:
