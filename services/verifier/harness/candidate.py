@@ -30,6 +30,7 @@ from services.verifier.harness import integrity
 from services.verifier.harness.channel import Channel, StampedChannel
 from services.verifier.harness.device import CpuKit, GpuKit, release_memory
 from services.verifier.harness.draws import draw, into_slot, randomize
+from services.verifier.harness.gate import DeviceGate, GatePage
 from services.verifier.harness.recorder import OpRecorder, launched_kernels
 from services.verifier.harness.shared_memory import Region, flat_places, recv_region
 
@@ -75,6 +76,7 @@ class Runner:
         outputs: Region,
         stamped: StampedChannel | None = None,
         handover: socket.socket | None = None,
+        gate_page: GatePage | None = None,
     ):
         self.channel = channel
         self.stamped = stamped
@@ -84,6 +86,11 @@ class Runner:
         self.device = device
         self.shape = shape
         self.kit = GpuKit(device, l2_flush=False) if device.type == "cuda" else CpuKit(device)
+        # Version 2's timed calls wait at the judge's gate: on the GPU the stream waits on the page (gate.py), on the
+        # CPU this host does.
+        self.gate = None
+        if gate_page is not None:
+            self.gate = DeviceGate(gate_page) if device.type == "cuda" else gate_page
         self.snapshot = integrity.Snapshot(integrity.harness_modules())
         self.problem = None
         self.problem_id = ""
@@ -124,6 +131,18 @@ class Runner:
             self.kit.sync()  # done before the judge hears of it: it copies the bytes out at once
             header["shared"] = flat.numel()
         self.channel.send(header)
+
+    def deliver(self, out) -> int | None:
+        """A timed call's output copied into the judge's output region, enqueued after the call (no synchronize: the
+        done word follows it on the stream); its byte count, or None where it is not a plain tensor that fits (the
+        judge's check of the header says what is wrong)."""
+        if not tensor_header(out).get("plain"):
+            return None
+        flat = out.detach().contiguous().reshape(-1).view(torch.uint8)
+        if flat.numel() > self.output_memory.numel():
+            return None
+        self.output_memory[: flat.numel()].copy_(flat)
+        return flat.numel()
 
     # -- orders ----------------------------------------------------------------------------------------------------
     def ping(self, order: dict) -> None:
@@ -332,6 +351,42 @@ class Runner:
         self.send_output(out, {"device_ms": device_ms, "wall_ms": wall_ms}, stamped=True)
         self.threads_grew = self.threads_grew or integrity.active_threads() > threads
 
+    def gated(self, order: dict) -> None:
+        """Verifier version 2's timed call (gate.py): the call enqueued behind the judge's gate on the inputs of the
+        slot the judge draws once it hears "enqueued", its output delivered into the judge's region before the done
+        word. Every timed call is the same: the dispatch recorder watches each one; an idle call (the judge's
+        calibration, before any route code is imported) delivers a buffer of the asked size instead."""
+        seq = int(order["seq"])
+        recorder = None
+        if order.get("idle"):
+            nbytes = int(order["size"])
+            if self.echo_buffer is None or self.echo_buffer.numel() * 4 != nbytes:
+                self.echo_buffer = torch.ones(max(nbytes // 4, 1), dtype=torch.float32, device=self.device)
+
+            def run():
+                return self.echo_buffer
+
+        else:
+            inputs, model = self.slots[order["slot"]], self.model
+            recorder = OpRecorder(self.device)
+
+            def run():
+                with recorder:
+                    return model(*inputs)
+
+        self.kit.sync()
+        self.kit.reset_persisting()
+        threads = integrity.active_threads()
+        deadline = time.monotonic() + float(order.get("limit_s", 300))
+        device_ms, out, delivered = self.kit.time_gated(
+            self.gate, seq, run, self.deliver, lambda: self.channel.send({"ok": True, "enqueued": seq}), deadline
+        )
+        self.threads_grew = self.threads_grew or integrity.active_threads() > threads
+        answer = {"ok": True, "device_ms": device_ms, "output": tensor_header(out), "shared": delivered}
+        if recorder is not None:
+            answer.update(families=sorted(recorder.families), host_ops=sorted(recorder.host_ops))
+        self.channel.send(answer)
+
     def keep(self, order: dict) -> None:
         out, self.output = self.output, None
         self.send_output(out)
@@ -348,6 +403,7 @@ class Runner:
             "kernels": self.kernels,
             "warmup": self.warmup,
             "timed": self.timed,
+            "gated": self.gated,
             "idle": self.idle,
             "keep": self.keep,
             "drop": self.drop,
@@ -388,7 +444,8 @@ def main() -> None:
     handover = socket.socket(fileno=int(os.environ["KB_HANDOVER_FD"]))
     size = int(order["output_bytes"])
     outputs = Region.open(recv_region(handover), size, flat_places(size), device)
-    runner = Runner(channel, device, os.environ.get("KB_SHAPE", "smoke"), outputs, stamped, handover)
+    gate_page = GatePage(recv_region(handover))  # the judge's gate for version 2's timed calls (gate.py)
+    runner = Runner(channel, device, os.environ.get("KB_SHAPE", "smoke"), outputs, stamped, handover, gate_page)
     channel.send({"ok": True})
     runner.serve()
 

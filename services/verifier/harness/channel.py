@@ -84,6 +84,10 @@ class Channel:
             raise ProtocolError(f"a payload of {nbytes!r} bytes where at most {max_payload} were expected")
         return header, self._read(nbytes, deadline)
 
+    def readable(self, timeout_s: float) -> bool:
+        """Whether a message has begun to arrive within ``timeout_s`` (the gate's wait for "enqueued")."""
+        return bool(select.select([self.read_fd], [], [], max(timeout_s, 0.0))[0])
+
     def _read(self, count: int, deadline: float | None) -> bytearray:
         buffer = bytearray(count)
         view = memoryview(buffer)

@@ -125,6 +125,26 @@ class GpuKit:
         self.last_split = [(t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3, (t4 - t3) * 1e3]
         return integrity.cuda_elapsed(start, end), (t4 - t0) * 1e3, result
 
+    def time_gated(self, gate, seq: int, run, deliver, announce, deadline: float):
+        """Verifier version 2's timed call (gate.py), the candidate's half: behind the gate of call ``seq`` on this
+        stream, the start event, ``run()``, the end event, ``deliver(out)`` (the output's copy into the judge's output
+        region) and the done word; then ``announce()`` (the judge may draw the inputs and open the gate) and the wait
+        for the stream. (CUDA-event ms, run()'s result, deliver's result.)"""
+        stream = torch.cuda.current_stream(self.device).cuda_stream
+        start, end = integrity.cuda_event(enable_timing=True), integrity.cuda_event(enable_timing=True)
+        with torch.no_grad():
+            gate.hold(stream, seq)
+            try:
+                start.record()
+                result = run()
+                end.record()
+                delivered = deliver(result)
+            finally:  # a call that raised still ends with its done word, behind the gate the judge opens anyway
+                gate.signal(stream, seq)
+        announce()
+        self.sync()
+        return integrity.cuda_elapsed(start, end), result, delivered
+
     def persisting_limit(self) -> int:
         """Bytes of L2 set aside for persisting accesses; a route that reserves any is after class 7."""
         if self._driver is None:
@@ -185,6 +205,20 @@ class CpuKit:
         elapsed = (integrity.perf_counter() - t0) * 1e3
         self.last_split = [0.0, elapsed, 0.0, 0.0]  # no events: all of it is the call
         return elapsed, elapsed, result
+
+    def time_gated(self, gate, seq: int, run, deliver, announce, deadline: float):
+        """The gate's CPU form (gate.py): ``announce()`` first (nothing can be enqueued ahead on a host), then this
+        host waits at the gate, runs the call, delivers its output and writes the done word itself."""
+        announce()
+        if not gate.wait_open(seq, deadline):
+            raise TimeoutError(f"the judge never opened the gate of timed call {seq}")
+        t0 = integrity.perf_counter()
+        with torch.no_grad():
+            result = run()
+        elapsed = (integrity.perf_counter() - t0) * 1e3
+        delivered = deliver(result)
+        gate.signal(seq)
+        return elapsed, result, delivered
 
     def poison_free_memory(self, nbytes: int, blocks: int = 2):
         # The host allocator often hands a just-freed chunk back for the next request of the same size.
