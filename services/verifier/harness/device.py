@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from services.verifier.harness import integrity
+from services.verifier.harness.gate import DeviceGate, GatePage
 
 # Unlikely as a real result, finite so it never hides behind NaN handling: unwritten output elements show as this.
 POISON = -1.2345678e37
@@ -80,6 +81,8 @@ class GpuKit:
             if status != 0:  # CUresult: the reset is unsupported here; the flush alone has to do
                 self._driver, self.persisting_reset = None, f"unavailable: cuCtxResetPersistingL2Cache -> {status}"
         self.clear_persisting_limit()
+        self._own_gate: DeviceGate | None = None  # the reference's gate (time_behind_gate), made on first use
+        self._own_seq = 0
 
     def sync(self):
         integrity.cuda_synchronize(self.device)
@@ -124,6 +127,24 @@ class GpuKit:
         t4 = clock()
         self.last_split = [(t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3, (t4 - t3) * 1e3]
         return integrity.cuda_elapsed(start, end), (t4 - t0) * 1e3, result
+
+    def time_behind_gate(self, run):
+        """(CUDA-event ms, run()'s result) of the reference's call under version 2's rule, in the judge's own
+        process: its stream held at a gate of the judge's own while the host enqueues the start event, the call and
+        the end event, then opened. (The 12 references never synchronise the host, which would wait here forever.)"""
+        if self._own_gate is None:
+            self._own_gate = DeviceGate(GatePage.create())
+        self._own_seq += 1
+        stream = torch.cuda.current_stream(self.device).cuda_stream
+        start, end = integrity.cuda_event(enable_timing=True), integrity.cuda_event(enable_timing=True)
+        with torch.no_grad():
+            self._own_gate.hold(stream, self._own_seq)
+            start.record()
+            result = run()
+            end.record()
+        self._own_gate.page.open(self._own_seq)
+        self.sync()
+        return integrity.cuda_elapsed(start, end), result
 
     def time_gated(self, gate, seq: int, run, deliver, announce, deadline: float):
         """Verifier version 2's timed call (gate.py), the candidate's half: behind the gate of call ``seq`` on this
@@ -205,6 +226,11 @@ class CpuKit:
         elapsed = (integrity.perf_counter() - t0) * 1e3
         self.last_split = [0.0, elapsed, 0.0, 0.0]  # no events: all of it is the call
         return elapsed, elapsed, result
+
+    def time_behind_gate(self, run):
+        """The CPU form of the reference's timing: the host runs the call, so a host timer measures it."""
+        elapsed, _, result = self.time_one(run)
+        return elapsed, result
 
     def time_gated(self, gate, seq: int, run, deliver, announce, deadline: float):
         """The gate's CPU form (gate.py): ``announce()`` first (nothing can be enqueued ahead on a host), then this
