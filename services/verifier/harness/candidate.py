@@ -14,6 +14,7 @@ integrity snapshot (class 6), input mutation (class 3), the dispatch recorder (c
 memory (class 1), the thread count and the persisting-L2 limit (classes 5 and 7).
 """
 
+import contextlib
 import ctypes
 import errno
 import importlib
@@ -31,7 +32,7 @@ from services.verifier.harness.channel import Channel, StampedChannel
 from services.verifier.harness.device import CpuKit, GpuKit, release_memory
 from services.verifier.harness.draws import draw, into_slot, randomize
 from services.verifier.harness.gate import DeviceGate, GatePage
-from services.verifier.harness.recorder import OpRecorder, launched_kernels
+from services.verifier.harness.recorder import KernelCensus, OpRecorder, launched_kernels
 from services.verifier.harness.shared_memory import Region, flat_places, recv_region
 
 
@@ -378,11 +379,15 @@ class Runner:
         self.kit.reset_persisting()
         threads = integrity.active_threads()
         deadline = time.monotonic() + float(order.get("limit_s", 300))
-        device_ms, out, delivered = self.kit.time_gated(
-            self.gate, seq, run, self.deliver, lambda: self.channel.send({"ok": True, "enqueued": seq}), deadline
-        )
+        census = KernelCensus() if order.get("census") and self.device.type == "cuda" else contextlib.nullcontext()
+        with census:
+            device_ms, out, delivered = self.kit.time_gated(
+                self.gate, seq, run, self.deliver, lambda: self.channel.send({"ok": True, "enqueued": seq}), deadline
+            )
         self.threads_grew = self.threads_grew or integrity.active_threads() > threads
         answer = {"ok": True, "device_ms": device_ms, "output": tensor_header(out), "shared": delivered}
+        if isinstance(census, KernelCensus):
+            answer["kernels"] = census.names[:2000]
         if recorder is not None:
             answer.update(families=sorted(recorder.families), host_ops=sorted(recorder.host_ops))
         self.channel.send(answer)

@@ -98,6 +98,25 @@ def classify_kernel(name: str, triton_kernels: set[str]) -> str:
     return "unknown"
 
 
+class KernelCensus:
+    """Names of the GPU kernels, copies and fills launched while it is entered (torch.profiler, all streams), read
+    once the device is idle on the way out: a timed call behind the gate is censused around the whole gated call, so
+    that nothing inside it synchronises."""
+
+    def __enter__(self) -> "KernelCensus":
+        from torch.profiler import ProfilerActivity, profile
+
+        self.names: list[str] = []
+        self._profile = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+        self._profile.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        torch.cuda.synchronize()
+        self._profile.__exit__(*exc)
+        self.names = [e.name for e in self._profile.events() if str(e.device_type).endswith("CUDA")]
+
+
 def launched_kernels(run) -> list[str]:
     """Names of the GPU kernels, copies and fills ``run()`` launches (torch.profiler, all streams)."""
     from torch.profiler import ProfilerActivity, profile

@@ -1,0 +1,280 @@
+"""Verifier version 2's timed calls, the judge's half: every call bounded by the judge's own clock, every guardrail on
+calls the route cannot tell apart (the candidate's half: candidate.Runner.gated and the kits' time_gated; the gate
+itself: gate.py; the decision: docs/decisions/0001-verifier-version-2.md).
+
+One timed call (``gated_call``):
+1. The judge poisons its output region and orders the call; the candidate enqueues it behind the gate (GPU: its
+   stream waits on the gate word; CPU form: its host will) and says "enqueued". The call's inputs do not exist yet.
+2. The judge draws them into the slot the candidate maps and flushes the L2 (``prepare_ms``: what route code does on
+   the device meanwhile stretches it -- check_prepare), then opens the gate and spins until the done word arrives,
+   which the device writes after the call, its end event and the output's copy into the judge's region.
+3. The judge copies the region at once (``late_ms``: beyond what that copy costs, the candidate's context was still
+   at work -- a done word written before the output was) and finds any poison left in it (never written).
+4. The candidate's answer: its CUDA events' time (``reported_ms``), the output's header, the ops it dispatched.
+
+What scores a call is what the judge can vouch for (``scored_ms``): the candidate's events where they account for the
+judge's clock (open to done, less what an empty call costs, plus any lateness), else the judge's clock. More than a
+tenth of the calls short of it is class 6 however the median falls. A forward that synchronises its host cannot
+enqueue behind a closed gate: the judge opens it after ``GATE_ENQUEUE_S`` and the call is timed with its host part
+(``host_synced``, said in the metrics file).
+
+Secret samples, drawn by the judge and told to nobody: ``RECHECKS`` calls' outputs compared with the reference on the
+same inputs (a route wrong or lazy on 10 of 100 calls escapes with probability C(90,45)/C(100,45) < 0.2 %), of which
+``PRECISION_SAMPLES`` also against the float64 oracle (class 8); on the GPU ``CENSUS_SAMPLES`` calls run under the
+kernel census (class 9) and are left out of the timing (the profiler's own cost). The dispatch recorder watches every
+call. Inputs are drawn alike for every call, canaries in each.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+
+from services.verifier.harness.compare import COMPARE_CHUNK, output_faults, precision_fault
+from services.verifier.harness.context import Broken, CandidateDied, draw, run_model, secret_seed
+from services.verifier.harness.device import POISON, Timing
+from services.verifier.harness.recorder import (
+    OpRecorder,
+    aten_kernels_beyond_the_reference,
+    kernel_violations,
+    launched_kernels,
+    op_violations,
+)
+
+if TYPE_CHECKING:
+    from services.verifier.harness.verify import Judge
+
+# How long the judge waits for "enqueued" before it opens the gate anyway: a forward that synchronises its host
+# (reads a value back) waits at its own closed gate. The CPU form announces before it waits, so only a hung host
+# or a loaded CI machine comes near its bound.
+GATE_ENQUEUE_S = {"gpu": 0.25, "cpu": 10.0}
+RECHECKS = 45
+PRECISION_SAMPLES = 3
+CENSUS_SAMPLES = 3
+# A call's reported time may fall short of the judge's bound by this much before the judge's own number scores it
+# (the judge's clock and the device's events disagree by a few microseconds on an honest call; CPU: a shared host).
+BOUND_SLACK_MS = {"gpu": 0.01, "cpu": 5.0}
+BOUND_SLACK_SHARE = 0.02
+LATE_SLACK_MS = {"gpu": 0.05, "cpu": 10.0}  # the judge's copy of the output beyond its own cost, before it is "late"
+DISAGREEING_SHARE = 0.1  # of the calls: more reported short of the judge's bound than this is class 6
+
+
+@dataclass
+class GatedCall:
+    reported_ms: float  # the candidate's CUDA events (CPU form: its host timer)
+    judged_ms: float  # the judge's clock from the open to the done word, less an empty call's cost
+    late_ms: float  # the judge's copy of the output after the done word, beyond that copy's own cost
+    prepare_ms: float  # the judge's draw and flush while the call waited at the gate
+    host_synced: bool
+
+
+def bound_ms(call: GatedCall, profile: str) -> float:
+    """What the judge vouches for: its clock over the call, plus any lateness of the output past its slack."""
+    return call.judged_ms + max(call.late_ms - LATE_SLACK_MS[profile], 0.0)
+
+
+def scored_ms(call: GatedCall, profile: str) -> tuple[float, bool]:
+    """(the time that scores the call, whether the candidate reported short of the judge's bound)."""
+    bound = bound_ms(call, profile)
+    slack = BOUND_SLACK_MS[profile] + BOUND_SLACK_SHARE * bound
+    if call.reported_ms >= bound - slack:
+        return call.reported_ms, False
+    return bound, True
+
+
+def time_candidate_gated(judge: Judge, regions: list) -> Timing:
+    """The timed calls of one problem (``regions``: the slots' memory the candidate maps); Timing(scored, judged)."""
+    ctx, profile = judge.ctx, judge.ctx.kit.profile
+    pool = len(regions)
+    warm = [[i % pool, secret_seed()] for i in range(max(ctx.warmup, pool))]
+    judge.ask({"op": "warmup", "calls": warm})
+    census = CENSUS_SAMPLES if profile == "gpu" else 0
+    total = ctx.runs + census
+    draw_of = secrets.SystemRandom()
+    rechecked = set(draw_of.sample(range(total), min(RECHECKS, total)))
+    precise = set(draw_of.sample(sorted(rechecked), min(PRECISION_SAMPLES, len(rechecked))))
+    censused = set(draw_of.sample(range(total), census))
+    sampling = Sampling(judge)
+    snapshot = torch.empty(judge.ref.output_shape, dtype=judge.ref.output_dtype, device=ctx.device)
+    calls: list[GatedCall] = []
+    for index in range(total):
+        seed = secret_seed()
+        call, answer = gated_call(judge, regions[index % pool], index % pool, seed, snapshot, index in censused)
+        sampling.check_ops(answer)
+        if index in censused:
+            sampling.check_census(answer)
+        else:
+            calls.append(call)
+        if index in rechecked:
+            sampling.recheck(index, seed, snapshot, precision=index in precise)
+    judge.check_facts(judge.ask({"op": "ping", "facts": True})[0])
+    scored, short = zip(*(scored_ms(call, profile) for call in calls), strict=True)
+    record(judge, calls, short)
+    if sum(short) > DISAGREEING_SHARE * len(calls):
+        claimed = Timing.median([c.reported_ms for c in calls])
+        seen = Timing.median([bound_ms(c, profile) for c in calls])
+        raise Broken(
+            f"class 6 (patching the harness): {sum(short)} of {len(calls)} timed calls reported less than the judge's "
+            f"own clock saw (median reported {claimed:.4f} ms, the judge's {seen:.4f} ms) -- a patched timer, or "
+            "work done after the call said it was done"
+        )
+    return Timing(list(scored), [bound_ms(c, profile) for c in calls])
+
+
+def record(judge: Judge, calls: list[GatedCall], short: tuple[bool, ...]) -> None:
+    details = judge.result.details
+    details["timing_protocol"] = "cold-device-blocking"
+    details["candidate_reported_ms"] = Timing.median([c.reported_ms for c in calls])
+    details["judge_bound_ms"] = Timing.median([c.judged_ms for c in calls])
+    details["judge_late_ms"] = round(max(c.late_ms for c in calls), 4)
+    details["calls_scored_by_the_judge"] = sum(short)
+    synced = sum(c.host_synced for c in calls)
+    if synced:
+        details["host_synced_calls"] = synced
+        judge.result.host_synced = True
+    check_prepare(judge, [c.prepare_ms for c in calls])
+
+
+def check_prepare(judge: Judge, prepare_ms: list[float]) -> None:
+    """Class 5: the judge's drawing of a call's inputs and its L2 flush, while the call waits at the gate, against
+    what the same took with the device to the judge alone (the draw in the reference phase, the flush in the
+    calibration, both before any route code). The GPU time-slices between the two processes' contexts, so route code
+    working on the device meanwhile -- looking for the inputs as they are drawn -- stretches it."""
+    from services.verifier.harness.timing import PREPARE_SLACK_MS, PREPARE_SLACK_SHARE
+
+    seen, expected = Timing.median(prepare_ms), judge.ref.fill_ms + judge.candidate.prepare_ms
+    judge.result.details.update(judge_prepare_ms=round(seen, 4), judge_prepare_alone_ms=round(expected, 4))
+    if seen - expected > PREPARE_SLACK_MS + PREPARE_SLACK_SHARE * expected:
+        raise Broken(
+            f"class 5 (side streams / hidden work): drawing a timed call's inputs and flushing the L2 took the judge "
+            f"{seen:.3f} ms (median) while the call waited at its gate, {expected:.3f} ms with the device to itself: "
+            "the candidate ran work on the device outside its timed call (looking at or working on the inputs)"
+        )
+
+
+def gated_call(judge: Judge, region, slot: int, seed: int, snapshot: torch.Tensor, census: bool):
+    """One timed call (the module's steps 1-4): its GatedCall and the candidate's answer."""
+    ctx, candidate, profile = judge.ctx, judge.candidate, judge.ctx.kit.profile
+    nbytes = snapshot.numel() * snapshot.element_size()
+    poison(candidate.outputs.tensors[0], snapshot.dtype, nbytes)
+    ctx.kit.sync()
+    seq = candidate.next_seq()
+    order = {"op": "gated", "slot": slot, "seq": seq, "census": census, "limit_s": judge.deadline - time.monotonic()}
+    candidate.ask(order, judge.deadline, reply=False)
+    enqueued = candidate.recv(judge.deadline, during="timed") if candidate.channel.readable(
+        GATE_ENQUEUE_S[profile]
+    ) else None
+    if enqueued is not None and "enqueued" not in enqueued:  # route code raised before it enqueued
+        candidate.gate.open(seq)  # its stream still waits there
+        judge.accept(enqueued)
+        raise Broken("route: a timed call answered neither enqueued nor an error")
+    began = time.perf_counter()
+    draw(judge.problem, judge.id, ctx, seed, canaries=True, into=region.tensors)
+    ctx.kit.prepare_run()
+    opened = candidate.gate.open(seq)
+    prepare_ms = (opened - began) * 1e3
+    done = candidate.gate.wait_done(seq, judge.deadline)
+    if done is None:
+        candidate.kill()
+        raise CandidateDied(candidate.died_during(f"timed call {seq}: its done word never came"))
+    candidate.take_output(snapshot.reshape(-1).view(torch.uint8))
+    held = time.perf_counter()
+    if enqueued is None:
+        late = candidate.recv(judge.deadline, during="timed")
+        if "enqueued" not in late:
+            judge.accept(late)
+    answer, _ = candidate.recv(judge.deadline, during="timed")
+    judge.accept(answer)
+    reported = answer.get("device_ms")
+    if not (isinstance(reported, (int, float)) and math.isfinite(reported) and reported >= 0):
+        raise Broken("class 6 (patching the harness): the candidate reported no usable time for a timed call")
+    unwritten = poisoned(snapshot)
+    if answer.get("shared") != nbytes or unwritten:
+        why = (
+            f"{unwritten} of {snapshot.numel()} output elements were still unwritten"
+            if answer.get("shared") == nbytes
+            else "its output did not reach the judge's region"
+        )
+        raise Broken(
+            f"class 13 (lazy output): timed call {seq}'s output was not complete when its call reported done: {why}"
+        )
+    call = GatedCall(
+        reported_ms=float(reported),
+        judged_ms=(done - opened) * 1e3 - candidate.gate_empty_ms(nbytes),
+        late_ms=(held - done) * 1e3 - candidate.hold_ms(nbytes),
+        prepare_ms=prepare_ms,
+        host_synced=enqueued is None,
+    )
+    return call, answer
+
+
+def poison(region: torch.Tensor, dtype: torch.dtype, nbytes: int) -> None:
+    """The output region's first ``nbytes`` filled with POISON, so that what the call never wrote shows."""
+    if dtype == torch.float32 and nbytes % 4 == 0:
+        region[:nbytes].view(torch.float32).fill_(POISON)
+    else:
+        region[:nbytes].fill_(0xFF)
+
+
+def poisoned(snapshot: torch.Tensor) -> int:
+    if snapshot.dtype != torch.float32:
+        return 0
+    return sum(int((chunk == POISON).sum()) for chunk in snapshot.reshape(-1).split(COMPARE_CHUNK))
+
+
+class Sampling:
+    """The guardrails on secretly sampled timed calls, against the reference's ops and kernels recorded once."""
+
+    def __init__(self, judge: Judge):
+        self.judge = judge
+        inputs = draw(judge.problem, judge.id, judge.ctx, secret_seed(), canaries=True)
+        self.reference_ops = OpRecorder(judge.ctx.device)
+        with self.reference_ops:
+            run_model(judge.ref.model, inputs)
+        self.reference_kernels = None
+        if judge.ctx.kit.profile == "gpu":
+            self.reference_kernels = launched_kernels(lambda: run_model(judge.ref.model, inputs))
+
+    def check_ops(self, answer: dict) -> None:
+        seen = OpRecorder(self.judge.ctx.device)
+        seen.families = {str(f) for f in answer.get("families") or []}
+        seen.host_ops = {str(f) for f in answer.get("host_ops") or []}
+        found = op_violations(seen, self.reference_ops)
+        if found:
+            self.judge.result.details["candidate_ops"] = sorted(seen.families)[:200]
+            self.judge.result.details["reference_ops"] = sorted(self.reference_ops.families)
+            raise Broken(*found)
+
+    def check_census(self, answer: dict) -> None:
+        names = [str(n) for n in answer.get("kernels") or []]
+        if not self.reference_kernels:  # every reference launches kernels: the profiler is not working here
+            self.judge.result.details["kernel_check"] = "unavailable: the profiler saw no kernels of the reference"
+            return
+        triton_kernels = self.judge.triton_kernels
+        beyond = aten_kernels_beyond_the_reference(names, self.reference_kernels, triton_kernels)
+        self.judge.result.details["aten_kernels_beyond_the_reference"] = [n[:120] for n in beyond[:20]]
+        found = kernel_violations(names, self.reference_kernels, triton_kernels)
+        if found:
+            raise Broken(*found)
+
+    def recheck(self, index: int, seed: int, snapshot: torch.Tensor, precision: bool) -> None:
+        """The call's output as the judge copied it at the done word, against the reference on the same inputs drawn
+        again into the judge's own memory (whatever the candidate wrote over the slot)."""
+        judge = self.judge
+        inputs = draw(judge.problem, judge.id, judge.ctx, seed, canaries=True)
+        expected = run_model(judge.ref.model, inputs)
+        fault = output_faults(snapshot, expected, judge.ctx.rules)
+        if fault is not None:
+            raise Broken(
+                f"class 4 (caching/replay) or class 13 (lazy output): timed call {index}, whose inputs were fresh "
+                f"like every timed call's, does not match the reference; {fault}"
+            )
+        if precision:
+            lowered = precision_fault(judge.ref.model, inputs, snapshot, expected, judge.result)
+            if lowered:
+                raise Broken(lowered)
