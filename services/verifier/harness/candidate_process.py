@@ -20,19 +20,12 @@ from typing import NoReturn
 
 import torch
 
-from services.verifier.harness.channel import (
-    Channel,
-    ChannelClosed,
-    ChannelTimeout,
-    OutputTail,
-    ProtocolError,
-    StampedChannel,
-)
+from services.verifier.harness.channel import Channel, ChannelClosed, ChannelTimeout, OutputTail, ProtocolError
 from services.verifier.harness.confine import Caps, Confinement, interpreter_paths
 from services.verifier.harness.context import CandidateDied, Context, CouldNotRun, problem_time_limit_s
 from services.verifier.harness.device import Timing
+from services.verifier.harness.gate import GatePage
 from services.verifier.harness.shared_memory import Region, flat_places, send_region
-from services.verifier.harness.timing import split_medians
 
 CALIBRATION_PINGS = 20
 GPU_MEMORY_FRACTION = "0.55"  # of the GPU for the candidate's torch allocator (full shapes peak near 60 GB)
@@ -47,7 +40,7 @@ class CandidateSetup:
     hidden: tuple[str, ...]  # the judge's files: the metrics file's directory, KB_HOME, tokens
     caps: Caps
     profile: str  # gpu | cpu
-    problem_ids: tuple[str, ...] = ()  # the problems the candidate will be asked to run (the CPU profile's draw costs)
+    problem_ids: tuple[str, ...] = ()  # the problems the candidate will be asked to run
 
 
 def ran_into(caps: list[str]) -> str:
@@ -76,7 +69,8 @@ class CandidateProcess:
         to_candidate, from_judge = os.pipe()
         from_candidate, to_judge = os.pipe()
         self.outputs: Region | None = None  # made by go(), when the references have said how large an output is
-        self.stamped, stamped_end = StampedChannel.pair()
+        self.gate = GatePage.create()  # version 2's gate for every timed call (gate.py)
+        self.seq = 0  # the last timed call's sequence number at the gate
         # Descriptors of the memory the judge makes for outputs and GPU timed calls' inputs (shared_memory.py).
         self.handover, handover_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         env = {
@@ -86,7 +80,6 @@ class CandidateProcess:
             "PYTHONDONTWRITEBYTECODE": "1",
             "PYTHONNOUSERSITE": "1",
             "KB_CHANNEL_FDS": f"{to_candidate},{to_judge}",
-            "KB_STAMPED_FD": str(stamped_end.fileno()),
             "KB_HANDOVER_FD": str(handover_end.fileno()),
             "KB_DEVICE": ctx.device.type,
             "KB_SHAPE": ctx.shape,
@@ -111,20 +104,20 @@ class CandidateProcess:
                 stdout=self.printed.write_fd,
                 stderr=subprocess.STDOUT,
                 env=env,
-                pass_fds=(to_candidate, to_judge, stamped_end.fileno(), handover_end.fileno()),
+                pass_fds=(to_candidate, to_judge, handover_end.fileno()),
                 start_new_session=True,  # its own process group, killed as one
             )
         except BaseException:  # nothing of it outlives the failed start in the judge (the check goes on or ends)
             for fd in (to_candidate, to_judge, from_candidate, from_judge, self.printed.read_fd, self.printed.write_fd):
                 os.close(fd)
-            for sock in (self.stamped.sock, stamped_end, self.handover, handover_end):
+            for sock in (self.handover, handover_end):
                 sock.close()
+            self.gate.close()
             self.confinement.close()
             raise
         self.printed.start()
         os.close(to_candidate)
         os.close(to_judge)
-        stamped_end.close()
         handover_end.close()
         self.channel = Channel(from_candidate, from_judge)
         self._fds = (from_candidate, from_judge)
@@ -149,6 +142,8 @@ class CandidateProcess:
         self.outputs = Region.create(flat_places(size), self.ctx.device)
         self.go_at = time.monotonic()
         self.hand_over(self.outputs)
+        with contextlib.suppress(OSError):  # as hand_over: the answer says how a candidate that is gone ended
+            send_region(self.handover, self.gate.fd)
         self.ask({"op": "references_done", "output_bytes": self.outputs.size}, deadline, reply=False)
         self.recv(deadline, during="references_done", limit_s=limit_s)
         self.calibrate()
@@ -220,120 +215,67 @@ class CandidateProcess:
         return self.dead
 
     def calibrate(self) -> None:
-        """The channel's own cost, measured before any route code is imported: a round trip (with a device
-        synchronize) and a copy back per byte. The judge's clock checks allow exactly these on top of a call."""
+        """What the gate's protocol costs around an empty call, measured before any route code is imported, at the
+        smallest output and the largest the check judges (a timed call's cost grows with its output's copies): from
+        the judge's open to the device's done word (``gate_empty_ms``), the judge's copy of the output after it
+        (``hold_ms``), and the judge's L2 flush while a call waits at the gate (``prepare_ms``). The medians: the
+        judge's bound on a route's call takes these off, so a route made quicker here gains nothing later."""
         deadline = time.monotonic() + max(problem_time_limit_s(), 120)
-        trips = []
-        for _ in range(CALIBRATION_PINGS):
-            t0 = time.perf_counter()
-            header, _ = self.ask({"op": "ping"}, deadline)
-            trips.append((time.perf_counter() - t0) * 1e3)
-        self.round_trip_ms = Timing.median(trips)
-        nbytes = CALIBRATION_BYTES[self.setup.profile]  # one crossing of the output region
-        copies = []
-        for _ in range(3):
-            t0 = time.perf_counter()
-            self.ask({"op": "echo", "size": nbytes}, deadline, max_payload=nbytes)
-            copies.append((time.perf_counter() - t0) * 1e3 - self.round_trip_ms)
-        self.copy_ms_per_byte = max(min(copies), 0.0) / nbytes
-        # the GPU's timed protocol only
-        self.timed_overhead_ms = self.event_overhead_ms = self.idle_split_ms = self.prepare_ms = None
-        if self.setup.profile == "cpu":
-            self.calibrate_stamped(deadline)
-        else:
-            self.calibrate_timed(deadline)
-
-    def calibrate_timed(self, deadline: float) -> None:
-        """The GPU's timed protocol around an empty call: what the judge's clock sees beyond the candidate's reported
-        time (the channel, the candidate's context taking the device back after the judge's flush), what the
-        candidate's own wall time shows beyond its events (event records, the synchronize), and what the judge's
-        flush costs after the candidate's context had the device (``prepare_ms``: the switch back, the flush)."""
-        around, beyond_events, splits, prepare = [], [], [], []
-        for _ in range(CALIBRATION_PINGS):
-            self.ask({"op": "idle"}, deadline)
-            done, went, answered, prepared = self.timed_go(deadline, "idle")
-            prepare.append(prepared)
-            around.append((answered - went) * 1e3 - done["wall_ms"])
-            beyond_events.append(done["wall_ms"] - done["device_ms"])
-            splits.append(done.get("split_ms"))
-        self.timed_overhead_ms = max(Timing.median(around), 0.0)
-        self.event_overhead_ms = max(Timing.median(beyond_events), 0.0)
-        self.idle_split_ms = split_medians(splits)
+        sizes = sorted({4, max(-(-self.output_bytes // 4) * 4, 4)})
+        empty, hold, prepare = {}, {}, []
+        for nbytes in sizes:
+            snapshot = torch.empty(nbytes, dtype=torch.uint8, device=self.ctx.device)
+            opened_to_done, done_to_held = [], []
+            for _ in range(CALIBRATION_PINGS):
+                self.seq += 1
+                self.ask({"op": "gated", "idle": True, "size": nbytes, "seq": self.seq}, deadline, reply=False)
+                self.expect_enqueued(deadline)
+                began = time.perf_counter()
+                self.ctx.kit.prepare_run()
+                opened = self.gate.open(self.seq)
+                prepare.append((opened - began) * 1e3)
+                done = self.gate.wait_done(self.seq, deadline)
+                if done is None:
+                    self.kill()
+                    raise CandidateDied(self.died_during("the gate's calibration: no done word"))
+                self.take_output(snapshot)
+                held = time.perf_counter()
+                self.recv(deadline, during="calibration")
+                opened_to_done.append((done - opened) * 1e3)
+                done_to_held.append((held - done) * 1e3)
+            empty[nbytes], hold[nbytes] = Timing.median(opened_to_done), Timing.median(done_to_held)
+            del snapshot
+        self.gate_costs = (sizes, empty, hold)
         self.prepare_ms = Timing.median(prepare)
 
-    def timed_go(self, deadline: float, during: str, fill=None) -> tuple[dict, float, float, float]:
-        """The judge's half of a GPU timed call the candidate has said it is ready for: ``fill`` (the call's inputs
-        drawn into the memory the candidate maps), the L2 flushed from the judge's context (the L2 is the device's),
-        the go, the answer; with the judge's clock (time.perf_counter) at the go and at the answer, and the ms the
-        fill and flush took. The calibration's empty calls and every timed call go through here, so that what the
-        calibration measures is what a timed call pays."""
-        began = time.perf_counter()
-        if fill is not None:
-            fill()
-        self.ctx.kit.prepare_run()
-        went = time.perf_counter()
-        self.ask({"op": "go"}, deadline, reply=False)
-        done, _ = self.recv(deadline, during=during)
-        return done, went, time.perf_counter(), (went - began) * 1e3
+    def expect_enqueued(self, deadline: float) -> dict:
+        header, _ = self.recv(deadline, during="calibration")
+        if "enqueued" not in header:
+            raise CandidateDied(self.died_during(f"answered the gate's calibration with {header}"[:300]))
+        return header
 
-    def calibrate_stamped(self, deadline: float) -> None:
-        """The CPU profile's timed call without the call: from the judge's go to the kernel's stamp of an output of
-        4 bytes and of the largest output judged, the least of several tries each. The least, not the median: the
-        judge's clock less this is the CPU profile's timer, and route code that later makes its side quicker than it
-        was here gains at most the difference."""
-        largest = max(-(-self.output_bytes // 4) * 4, 4096)
-        least = {}
-        for nbytes in (4, largest):
-            took = []
-            for _ in range(CALIBRATION_PINGS):
-                self.ask({"op": "echo", "size": nbytes, "stamped": True}, deadline)
-                header, _, ms = self.stamped_call(deadline, nbytes, "echo")
-                if ms is None or ms < 0:
-                    raise CandidateDied(self._died(f"answered the channel's calibration with {header}"[:300]))
-                took.append(ms)
-            least[nbytes] = min(took)
-        (small, fixed), (large, most) = sorted(least.items())
-        self.stamped_ms_per_byte = max(most - fixed, 0.0) / (large - small)
-        self.stamped_fixed_ms = fixed - small * self.stamped_ms_per_byte
-        # What drawing each problem's inputs costs the candidate's own process, which draws them inside the judge's
-        # clock: measured there (the least of several draws), where the judge's own draw in another process can be
-        # slower (a judge inside a busier process measured every call of tiny problems as 0 ms).
-        self.draw_ms = {}
-        for problem_id in self.setup.problem_ids:
-            header, _ = self.ask({"op": "draw_cost", "problem": problem_id, "tries": CALIBRATION_PINGS}, deadline)
-            cost = header.get("ms")
-            if not (isinstance(cost, (int, float)) and math.isfinite(cost) and cost >= 0):
-                raise CandidateDied(self._died(f"answered the draw's calibration with {header}"[:300]))
-            self.draw_ms[problem_id] = float(cost)
+    def _interpolate(self, costs: dict, nbytes: int) -> float:
+        sizes = self.gate_costs[0]
+        if len(sizes) == 1:
+            return costs[sizes[0]]
+        (small, large) = sizes[0], sizes[-1]
+        per_byte = max(costs[large] - costs[small], 0.0) / (large - small)
+        return costs[small] + per_byte * (min(nbytes, large) - small)
 
-    def stamped_channel_ms(self, nbytes: int) -> float:
-        """What a CPU timed call with an output of ``nbytes`` costs without the call."""
-        return self.stamped_fixed_ms + nbytes * self.stamped_ms_per_byte
+    def gate_empty_ms(self, nbytes: int) -> float:
+        """What the judge's clock from the open to the done word sees of an empty call with an output of nbytes."""
+        return self._interpolate(self.gate_costs[1], nbytes)
 
-    def stamped_call(self, deadline: float, max_payload: int, during: str, seed: int = 0):
-        """Lets a CPU timed call the candidate is ready for go, with the seed of its inputs, and takes its output off
-        the stamped channel: (header, payload, ms from the go to the kernel's stamp of the output's last message;
-        negative if it was handed over before the go). An answer on the pipe instead (a failure) comes back as (that
-        header, None, None)."""
-        try:
-            started = self.stamped.go(seed)
-            got = self.stamped.recv(deadline, max_payload, unless_readable=self.channel.read_fd)
-        except ChannelTimeout:
-            self.kill()
-            raise CandidateDied(self._died(f"gave no answer to '{during}' in time")) from None
-        except (ChannelClosed, ProtocolError, OSError) as err:
-            self.note_caps()
-            if not isinstance(err, ProtocolError):
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    self.proc.wait(timeout=5)
-            self.kill()
-            what = "broke the stamped channel" if isinstance(err, ProtocolError) else "ended"
-            raise CandidateDied(self._died(f"{what} during '{during}'")) from None
-        if got is None:
-            header, _ = self.recv(deadline, during=during)
-            return header, None, None
-        header, payload, stamp = got
-        return header, payload, (stamp - started) / 1e6
+    def hold_ms(self, nbytes: int) -> float:
+        """What the judge's copy of an output of nbytes takes after its done word, with nothing else running."""
+        return self._interpolate(self.gate_costs[2], nbytes)
+
+    def next_seq(self) -> int:
+        self.seq += 1
+        return self.seq
+
+    def died_during(self, what: str) -> str:
+        return self._died(f"gave no answer to {what}")
 
     def note_caps(self) -> None:
         """The caps it ran into, asked once, as early as its end is known: an rlimit's count is of the processes
@@ -355,8 +297,8 @@ class CandidateProcess:
         way out counts, and its orderly exit (Python's and CUDA's teardown) took a second of every check's wall."""
         self.kill()
         self.confinement.close()
-        self.stamped.sock.close()
         self.handover.close()
+        self.gate.close()
         for fd in self._fds:
             with contextlib.suppress(OSError):
                 os.close(fd)
@@ -412,12 +354,9 @@ class Candidates:
                 described["notes"].append(self.memory_rlimit_failed)
             self.confinement = {
                 **described,
-                "round_trip_ms": current.round_trip_ms,
                 "prepare_ms": current.prepare_ms,
-                "timed_overhead_ms": current.timed_overhead_ms,
-                "event_overhead_ms": current.event_overhead_ms,
-                "idle_split_ms": current.idle_split_ms,
-                "copy_gb_per_s": (1e-6 / current.copy_ms_per_byte) if current.copy_ms_per_byte else None,
+                "gate_empty_ms": {str(k): round(v, 4) for k, v in current.gate_costs[1].items()},
+                "hold_ms": {str(k): round(v, 4) for k, v in current.gate_costs[2].items()},
             }
         return self.current
 

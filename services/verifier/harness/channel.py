@@ -10,11 +10,9 @@ bench/harness/. A CPU profile's timed call answers on a socket the kernel stamps
 prints the judge keeps only as a bounded tail (OutputTail), for failure reasons.
 """
 
-import contextlib
 import json
 import os
 import select
-import socket
 import struct
 import threading
 import time
@@ -102,116 +100,6 @@ class Channel:
                 raise ChannelClosed("the other side closed the channel")
             got += chunk
         return buffer
-
-
-# SO_TIMESTAMPNS (Linux; Python's socket module does not name it): the kernel stamps each message it queues with the
-# real time at which its sender handed it over.
-SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
-STAMPED_CHUNK = 1 << 16  # output bytes per message: a Unix socket's message must fit its sender's buffer
-_STAMP = struct.Struct("qq")
-_GO, _BYTES, _HEADER = b"G", b"B", b"H"
-_SEED = struct.Struct(">Q")
-
-
-class StampedChannel:
-    """A CPU profile's timed call (timing.py): the judge's go, then the output's bytes and last its header as messages
-    on a Unix SEQPACKET socket, each stamped by the kernel when the candidate handed it over. The stamp of the last
-    bytes is when the output existed in full, out of the candidate's reach (the kernel holds the copy it reads): the
-    judge's clock for the call stops there, however late the judge itself wakes to read it. The bytes go first so
-    that nothing but handing them over is left inside that clock."""
-
-    def __init__(self, sock: socket.socket):
-        self.sock = sock
-
-    @classmethod
-    def pair(cls) -> tuple["StampedChannel", socket.socket]:
-        """The judge's end, which has the kernel stamp what it receives, and the candidate's end to hand over."""
-        judge, candidate = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        judge.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-        return cls(judge), candidate
-
-    # -- the judge's side ------------------------------------------------------------------------------------------
-    def go(self, seed: int = 0) -> int:
-        """Lets the call the candidate is ready for run, after dropping what it may have handed over before (an
-        output of this call must be handed over after the go); returns the real time in ns just before the go. The
-        go carries the seed of the call's inputs: they do not exist on the candidate's side before the clock runs."""
-        with contextlib.suppress(BlockingIOError):
-            while self.sock.recv(1 + STAMPED_CHUNK, socket.MSG_DONTWAIT):
-                pass
-        started = time.time_ns()
-        self.sock.send(_GO + _SEED.pack(seed))
-        return started
-
-    def recv(self, deadline: float, max_payload: int, unless_readable: int) -> tuple[dict, bytearray, int] | None:
-        """(header, output bytes, the stamp in ns of real time of the last bytes -- of the header where there were
-        none), or None when ``unless_readable`` (the candidate's pipe: a failure, or its end) can be read first."""
-        payload = bytearray()
-        message = bytearray(1 + STAMPED_CHUNK)
-        stamp = None
-        while True:
-            got = self._message(message, deadline, unless_readable)
-            if got is None:
-                return None
-            size, stamped = got
-            tag, body = bytes(message[:1]), memoryview(message)[1:size]
-            if tag == _BYTES:
-                if len(payload) + body.nbytes > max_payload:
-                    raise ProtocolError(f"more than the {max_payload} output bytes expected")
-                payload += body
-                stamp = stamped
-            elif tag == _HEADER:
-                try:
-                    header = json.loads(body.tobytes())
-                except ValueError as err:
-                    raise ProtocolError(f"a stamped header that is not JSON: {err}") from err
-                if not isinstance(header, dict):
-                    raise ProtocolError("a stamped header that is not a JSON object")
-                return header, payload, stamped if stamp is None else stamp
-            else:
-                raise ProtocolError(f"a stamped message tagged {tag!r}")
-
-    def _message(self, into: bytearray, deadline: float, unless_readable: int) -> tuple[int, int] | None:
-        left = deadline - time.monotonic()
-        ready = select.select([self.sock, unless_readable], [], [], left)[0] if left > 0 else []
-        if not ready:
-            raise ChannelTimeout()
-        if self.sock not in ready:
-            return None
-        size, ancillary, flags, _ = self.sock.recvmsg_into([into], socket.CMSG_SPACE(_STAMP.size))
-        if size == 0:
-            raise ChannelClosed("the other side closed the stamped channel")
-        if flags & socket.MSG_TRUNC:
-            raise ProtocolError(f"a stamped message over {len(into)} bytes")
-        stamps = [data for level, kind, data in ancillary if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS]
-        if not stamps or len(stamps[0]) < _STAMP.size:  # a kernel that does not stamp: when the judge read it, later
-            return size, time.time_ns()
-        seconds, nanoseconds = _STAMP.unpack(stamps[0][: _STAMP.size])
-        return size, seconds * 1_000_000_000 + nanoseconds
-
-    # -- the candidate's side --------------------------------------------------------------------------------------
-    def await_go(self, spin_s: float) -> int:
-        """Polls for the judge's go without sleeping for up to ``spin_s``, so that the call does not start on a core
-        just woken from a blocking read, then waits for it; returns the seed it carries."""
-        size = len(_GO) + _SEED.size
-        until = time.monotonic() + spin_s
-        while True:
-            try:
-                message = self.sock.recv(size, socket.MSG_DONTWAIT)
-                break
-            except BlockingIOError:
-                if time.monotonic() > until:
-                    message = self.sock.recv(size)
-                    break
-        if len(message) != size or message[:1] != _GO:
-            raise ProtocolError(f"expected the judge's go, got {message[:16]!r}")
-        return _SEED.unpack(message[1:])[0]
-
-    def send_bytes(self, payload: memoryview) -> None:
-        for start in range(0, payload.nbytes, STAMPED_CHUNK):
-            self.sock.sendmsg([_BYTES, payload[start : start + STAMPED_CHUNK]])
-
-    def send_header(self, header: dict) -> None:
-        self.sock.send(_HEADER + json.dumps(header).encode())
 
 
 class OutputTail:

@@ -2,6 +2,8 @@
 
 import math
 import os
+import random
+import secrets
 import shutil
 import subprocess
 import sys
@@ -12,10 +14,12 @@ import torch
 
 from contracts import rules as rules_file
 from contracts.metrics import VERIFIER_VERSION
+from services.verifier.harness import noise
 from services.verifier.harness.candidate_process import Candidates, CandidateSetup, make_workdir, stage_route
 from services.verifier.harness.confine import Caps
 from services.verifier.harness.context import Context, CouldNotRun, ProblemResult
 from services.verifier.harness.device import release_memory
+from services.verifier.harness.gated import TIMING_PROTOCOL
 from services.verifier.harness.static_scan import scan_route
 from services.verifier.harness.timing import time_reference
 from services.verifier.harness.verify import make_kit, prepare_reference, verify_problem
@@ -69,6 +73,20 @@ def geometric_mean(values: list[float]) -> float:
 def score_of(results: list[ProblemResult]) -> float:
     """Geometric mean of the speed-ups; a problem not submitted, or never timed because it failed, counts as 1."""
     return geometric_mean([r.speedup if r.submitted and r.speedup > 0 else 1.0 for r in results])
+
+
+def noise_of(results: list[ProblemResult]) -> tuple[float, float]:
+    """Each judged problem's speed-up interval (kept on it) and the score's, from the timed calls' own spread
+    (noise.py): what ranks the check beside others on the board."""
+    rng = random.Random(secrets.randbits(64))
+    items = []
+    for r in results:
+        if r.submitted and r.reference_calls_ms and r.candidate_calls_ms:
+            r.speedup_interval = noise.speedup_interval(r.reference_calls_ms, r.candidate_calls_ms, rng)
+            items.append((r.reference_calls_ms, r.candidate_calls_ms))
+        else:
+            items.append(r.speedup if r.submitted and r.speedup > 0 else 1.0)
+    return noise.score_interval(items, rng)
 
 
 def rules_commit_of(rules_path: Path) -> str:
@@ -208,6 +226,7 @@ def run_check(
 
     reasons = [f"{r.id}: {v}" for r in results for v in r.violations]
     passed = not reasons
+    interval = noise_of(results) if passed else None
     unverified = []
     if kit.profile != "gpu":
         unverified.append("CPU profile: correctness and guardrails checked, times from a host timer")
@@ -232,6 +251,8 @@ def run_check(
         "not_verified_because": unverified,
         "reasons": reasons,
         "score": score_of(results),
+        **({"score_interval": [round(v, 6) for v in interval]} if interval else {}),
+        "timing_protocol": TIMING_PROTOCOL,
         "cost": wall_s if kit.profile == "gpu" else 0.0,
         "wall_s": wall_s,
         "subtasks": [r.subtask() for r in results],

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import torch
 
 from contracts.rules import Rules
-from services.verifier.harness import draws
+from services.verifier.harness import draws, noise
 from services.verifier.harness.device import CpuKit, GpuKit, Timing
 
 PROBLEM_TIME_LIMIT_S = 300.0  # per problem, for everything the candidate is asked; KB_PROBLEM_TIME_LIMIT_S overrides
@@ -54,6 +54,10 @@ class ProblemResult:
     violations: list[str] = field(default_factory=list)
     flagged: bool = False
     details: dict = field(default_factory=dict)
+    host_synced: bool = False  # forward synchronised its host: the gate opened on the judge's timeout (gated.py)
+    reference_calls_ms: list[float] = field(default_factory=list)  # every timed call's time, for the noise
+    candidate_calls_ms: list[float] = field(default_factory=list)
+    speedup_interval: tuple[float, float] | None = None  # noise.speedup_interval, once judged
 
     def subtask(self) -> dict:
         """The fields of events.proto's Subtask message."""
@@ -69,6 +73,15 @@ class ProblemResult:
             "floor_fraction": self.floor_fraction,
             "violations": list(self.violations),
             "flagged": self.flagged,
+            **(
+                {
+                    "speedup_interval": [round(v, 6) for v in self.speedup_interval],
+                    "candidate_rsd": round(noise.relative_spread(self.candidate_calls_ms), 6),
+                }
+                if self.speedup_interval
+                else {}
+            ),
+            **({"host_synced": True} if self.host_synced else {}),
         }
 
 
@@ -97,7 +110,9 @@ class Reference:
     timing: Timing | None = None
     output_bytes: int = 0  # the size of one output, the most a candidate's copy may hold
     fill_ms: float = 0.0  # drawing one timed call's inputs into buffers the judge holds (median), no route code about
-    input_places: list[dict] = field(default_factory=list)  # the inputs' layout in a timed slot's region (GPU)
+    input_places: list[dict] = field(default_factory=list)  # the inputs' layout in a timed slot's region
+    output_shape: tuple = ()  # one output's, as the reference returned it
+    output_dtype: torch.dtype = torch.float32
 
 
 def secret_seed() -> int:

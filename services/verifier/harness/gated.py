@@ -49,6 +49,7 @@ from services.verifier.harness.recorder import (
 if TYPE_CHECKING:
     from services.verifier.harness.verify import Judge
 
+TIMING_PROTOCOL = "cold-device-blocking"  # the rules' guardrails.timing.protocol this harness applies (version 2)
 # How long the judge waits for "enqueued" before it opens the gate anyway: a forward that synchronises its host
 # (reads a value back) waits at its own closed gate. The CPU form announces before it waits, so only a hung host
 # or a loaded CI machine comes near its bound.
@@ -62,6 +63,12 @@ BOUND_SLACK_MS = {"gpu": 0.01, "cpu": 5.0}
 BOUND_SLACK_SHARE = 0.02
 LATE_SLACK_MS = {"gpu": 0.05, "cpu": 10.0}  # the judge's copy of the output beyond its own cost, before it is "late"
 DISAGREEING_SHARE = 0.1  # of the calls: more reported short of the judge's bound than this is class 6
+# Route code that works on the device while the judge draws a call's inputs and flushes the L2 (looking for the
+# inputs) stretches that work, since the GPU time-slices between the two processes' contexts: allowed over what the
+# same took with the device to the judge alone, this many ms plus this share of it (docs/decisions/0005 has the
+# measurement: the honest route -0.22 to +0.23 ms, a kernel spinning on the inputs 4.8 ms, a polling thread 0.58 ms).
+PREPARE_SLACK_MS = 0.3
+PREPARE_SLACK_SHARE = 0.1
 
 
 @dataclass
@@ -128,7 +135,6 @@ def time_candidate_gated(judge: Judge, regions: list) -> Timing:
 
 def record(judge: Judge, calls: list[GatedCall], short: tuple[bool, ...]) -> None:
     details = judge.result.details
-    details["timing_protocol"] = "cold-device-blocking"
     details["candidate_reported_ms"] = Timing.median([c.reported_ms for c in calls])
     details["judge_bound_ms"] = Timing.median([c.judged_ms for c in calls])
     details["judge_late_ms"] = round(max(c.late_ms for c in calls), 4)
@@ -145,8 +151,6 @@ def check_prepare(judge: Judge, prepare_ms: list[float]) -> None:
     what the same took with the device to the judge alone (the draw in the reference phase, the flush in the
     calibration, both before any route code). The GPU time-slices between the two processes' contexts, so route code
     working on the device meanwhile -- looking for the inputs as they are drawn -- stretches it."""
-    from services.verifier.harness.timing import PREPARE_SLACK_MS, PREPARE_SLACK_SHARE
-
     seen, expected = Timing.median(prepare_ms), judge.ref.fill_ms + judge.candidate.prepare_ms
     judge.result.details.update(judge_prepare_ms=round(seen, 4), judge_prepare_alone_ms=round(expected, 4))
     if seen - expected > PREPARE_SLACK_MS + PREPARE_SLACK_SHARE * expected:
@@ -166,9 +170,9 @@ def gated_call(judge: Judge, region, slot: int, seed: int, snapshot: torch.Tenso
     seq = candidate.next_seq()
     order = {"op": "gated", "slot": slot, "seq": seq, "census": census, "limit_s": judge.deadline - time.monotonic()}
     candidate.ask(order, judge.deadline, reply=False)
-    enqueued = candidate.recv(judge.deadline, during="timed") if candidate.channel.readable(
-        GATE_ENQUEUE_S[profile]
-    ) else None
+    enqueued = None
+    if candidate.channel.readable(GATE_ENQUEUE_S[profile]):
+        enqueued, _ = candidate.recv(judge.deadline, during="timed")
     if enqueued is not None and "enqueued" not in enqueued:  # route code raised before it enqueued
         candidate.gate.open(seq)  # its stream still waits there
         judge.accept(enqueued)
@@ -185,7 +189,7 @@ def gated_call(judge: Judge, region, slot: int, seed: int, snapshot: torch.Tenso
     candidate.take_output(snapshot.reshape(-1).view(torch.uint8))
     held = time.perf_counter()
     if enqueued is None:
-        late = candidate.recv(judge.deadline, during="timed")
+        late, _ = candidate.recv(judge.deadline, during="timed")
         if "enqueued" not in late:
             judge.accept(late)
     answer, _ = candidate.recv(judge.deadline, during="timed")
