@@ -13,13 +13,12 @@ import secrets
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import torch
 
-from services.verifier.harness import timing
+from services.verifier.harness import gated, timing
 from services.verifier.harness.candidate import Runner
 from services.verifier.harness.candidate_process import CandidateProcess
 from services.verifier.harness.channel import OutputTail
@@ -93,27 +92,44 @@ def test_swapping_the_reference_forward_code_fails(rules_path):
 
 
 def test_a_patched_timer_is_caught_by_the_judges_clock(rules_path):
+    """Every call reports a thousandth of its time; the judge's clock over each call, from its gate's open to the done
+    word, scores each one instead and names the lie: no percentile lets most calls report what they like."""
     doc = smoke(ATTACKS / "timer_patch", rules_path, "new_gelu", skip_static=True)
     sub = _only(doc, "new_gelu")
     assert not sub["passed"]
-    assert sub["violations"][0].startswith("class 6 (patching the harness): the candidate's timer reported"), sub
+    assert sub["violations"][0].startswith("class 6 (patching the harness): "), sub
+    assert "timed calls reported less than the judge's own clock saw" in sub["violations"][0], sub
+
+
+def test_a_timer_that_lies_on_two_calls_in_three_is_caught(rules_path):
+    """Issue 36's CPU demonstration against version 1: a 40 ms forward that reports 1 ms on two calls in three passed
+    with a median of 1.0 ms, because class 6 looked only at the quietest quarter of the calls. Every call is bounded
+    now: the lying ones are scored by the judge's clock, and so many of them name class 6."""
+    doc = smoke(ATTACKS / "lying_timer", rules_path, "new_gelu", skip_static=True)
+    sub = _only(doc, "new_gelu")
+    assert not sub["passed"], sub
+    assert "timed calls reported less than the judge's own clock saw" in sub["violations"][0], sub
 
 
 @pytest.mark.parametrize("attack", ["slowed_clock", "deferred_output", "precompute_on_refresh"])
 def test_the_cpu_profiles_timer_is_the_judges_clock(attack, rules_path):
-    """On the CPU profile a call is timed by the judge's clock, from its go until the output exists out of the
-    candidate's reach: 5 ms that the candidate's slowed clock does not see, that a thread spends filling the output
-    after forward returned, or that route code spends computing the answer as soon as the inputs are drawn (they are
-    drawn from the seed the go carries), are in the call's time all the same (before, they passed at 1.8x and 2.8x,
-    and the precompute, with the inputs drawn before the go, at 0.098 ms a call: its 5 ms outside every clock)."""
+    """Each call is bounded by the judge's clock from its gate's open to the done word, which comes after the output
+    is in the judge's region: 5 ms that the candidate's slowed clock does not see, or that a thread spends filling the
+    output after forward returned, are in what scores the call (or, reported short on most calls, named class 6);
+    route code that computes an answer as soon as inputs exist answers for inputs that the judge draws only once the
+    call waits at its gate, and the re-check names it."""
     doc = smoke(ATTACKS / attack, rules_path, "new_gelu", skip_static=True)
     sub = _only(doc, "new_gelu")
-    if not sub["passed"]:  # a loaded machine can stretch the 5 ms past the 15 ms taken for noise: named then
-        assert sub["violations"][0].startswith("class 6 (patching the harness): the candidate's timer"), sub
+    if not sub["passed"]:
+        assert any(
+            v.startswith("class 6 (patching the harness): ")
+            or "class 4 (caching/replay)" in v
+            or v.startswith("class 13 (lazy output)")
+            for v in sub["violations"]
+        ), sub
         return
     assert sub["candidate_ms"] >= 5.0, sub
     assert sub["speedup"] < 0.1, sub
-    assert doc["details"]["new_gelu"]["candidate_reported_ms"] < 2.5, doc["details"]["new_gelu"]
 
 
 def test_shrinking_the_shared_memory_cannot_crash_the_judge(tmp_path):
@@ -343,7 +359,7 @@ def test_the_candidate_runs_confined_and_the_metrics_name_it(rules_path):
     if os.geteuid() == 0 and job_ids() is not None:
         assert isolation["user"] == "kb-job" and isolation["uid"] == job_ids()[0]
         assert isolation["bubblewrap"] == bool(shutil.which("bwrap"))
-    assert isolation["round_trip_ms"] > 0 and isolation["copy_gb_per_s"] > 0
+    assert all(ms > 0 for ms in isolation["gate_empty_ms"].values())
 
 
 def test_the_fingerprint_of_an_output_past_2_to_the_24_elements_stays_inside_it():
@@ -356,64 +372,16 @@ def test_the_fingerprint_of_an_output_past_2_to_the_24_elements_stays_inside_it(
     assert list(picks) == sorted(set(picks)) and total == size * (size - 1) / 2
 
 
-def test_the_gpu_timed_protocols_calibration_runs_its_empty_calls(rules_path, monkeypatch):
-    """The GPU's clock checks allow the timed protocol's own cost, measured with empty timed calls before route code
-    is imported (the H200's context switch after the judge's flush: docs/decisions/0004). The same empty calls run
-    here, on the CPU, through the same orders."""
-    seen = {}
-    calibrate = CandidateProcess.calibrate
-
-    def and_the_timed_protocol(self):
-        calibrate(self)
-        self.calibrate_timed(time.monotonic() + 60)
-        seen.update(around=self.timed_overhead_ms, beyond_events=self.event_overhead_ms)
-
-    monkeypatch.setattr(CandidateProcess, "calibrate", and_the_timed_protocol)
+def test_the_gates_calibration_runs_empty_calls_before_route_code(rules_path):
+    """What the gate's protocol costs around an empty call (the open to the done word, the judge's copy after it, the
+    judge's flush while the call waits) is measured before route code is imported, at the smallest and the largest
+    output, and named in the metrics."""
     doc = smoke(ROUTES / "reference", rules_path, "sum_dim")
     assert doc["passed"], doc["reasons"]
-    assert seen["around"] > 0  # the channel's round trip at least
-    assert seen["beyond_events"] == 0  # the CPU profile's events are its wall clock
-
-
-class _Recorded:
-    """The candidate side's channel and kit, writing down what the timed protocol does in what order."""
-
-    def __init__(self):
-        self.steps = []
-
-    def send(self, header):
-        self.steps.append("answer" if "device_ms" in header else "ready")
-
-    def recv(self, spin_s=0.0):
-        self.steps.append("go")
-        return {"op": "go"}, None
-
-    def sync(self):
-        self.steps.append("sync")
-
-    def reset_persisting(self):
-        self.steps.append("reset_persisting")
-
-    def take_device(self):
-        self.steps.append("take_device")
-
-    def time_one(self, run):
-        self.steps.append("timer")
-        self.last_split = [0.0] * 4
-        return 0.1, 0.1, run()
-
-
-def test_the_candidate_takes_the_device_back_after_the_go_and_before_its_timer_starts():
-    """On the H200 the judge's L2 flush leaves its own compute context on the GPU; the switch back to the candidate's
-    (about 0.13 ms) landed inside every timed call, late enough that the events missed the call's launch while the wall
-    counted it, and class 5 failed every honest problem under 0.5 ms (bench/harness/class5_probe.py,
-    docs/decisions/0004). The switch must happen after the go (the flush comes just before it) and outside the timer."""
-    recorded = _Recorded()
-    runner = Runner.__new__(Runner)
-    runner.channel = runner.kit = recorded
-    runner.device = torch.device("cpu")
-    assert runner.time_on_go(lambda: "out") == "out"
-    assert recorded.steps == ["sync", "reset_persisting", "ready", "go", "take_device", "timer", "answer"]
+    candidate = doc["isolation"]["candidate"]
+    assert len(candidate["gate_empty_ms"]) == 2 and all(v > 0 for v in candidate["gate_empty_ms"].values())
+    assert all(v >= 0 for v in candidate["hold_ms"].values())
+    assert doc["timing_protocol"] == "cold-device-blocking"
 
 
 class _Handover:
@@ -473,25 +441,7 @@ def test_an_output_claimed_but_never_written_is_judged_by_the_bytes_the_judge_co
     doc = smoke(ATTACKS / "unwritten_output", rules_path, "log_softmax", skip_static=True)
     sub = _only(doc, "log_softmax")
     assert not sub["passed"], sub
-    assert any(v.startswith("class 2 ") or "class 2 (" in v for v in sub["violations"]), sub["violations"]
-
-
-CPU_PREPARE_SLACK_MS = 5.0  # a loaded 2-core CI machine's host work moves by more than the H200's 0.2 ms
-
-
-def _gpu_protocol_on_the_cpu(monkeypatch):
-    """The judge's GPU timed protocol run on the CPU: calibrated with empty timed calls, the inputs drawn by the judge
-    into a region the candidate maps (a memfd here, device memory on the GPU) after "ready" and before the go, and
-    the candidate's host timer standing in for the events."""
-    calibrate = CandidateProcess.calibrate
-
-    def and_the_timed_protocol(self):
-        calibrate(self)
-        self.calibrate_timed(time.monotonic() + 60)
-
-    monkeypatch.setattr(CandidateProcess, "calibrate", and_the_timed_protocol)
-    monkeypatch.setattr(timing, "time_candidate", timing.time_candidate_by_events)
-    monkeypatch.setattr(timing, "PREPARE_SLACK_MS", CPU_PREPARE_SLACK_MS)
+    assert any("class 2 (" in v or v.startswith("class 13 (lazy output)") for v in sub["violations"]), sub["violations"]
 
 
 def test_a_timed_calls_inputs_do_not_exist_on_the_candidate_side_before_the_go(rules_path, monkeypatch):
@@ -500,7 +450,6 @@ def test_a_timed_calls_inputs_do_not_exist_on_the_candidate_side_before_the_go(r
     bound on that order's time left a fast precompute under its slack). Now the judge writes them into the memory the
     candidate maps after its "ready": route code that answers from what the slot held before the go (here the
     wrapped draw of the warm-up, 5 ms of work a call) answers for the wrong inputs, and the re-check names it."""
-    _gpu_protocol_on_the_cpu(monkeypatch)
     doc = smoke(ATTACKS / "precompute_on_refresh", rules_path, "new_gelu", skip_static=True)
     sub = _only(doc, "new_gelu")
     assert not sub["passed"], sub
@@ -510,12 +459,11 @@ def test_a_timed_calls_inputs_do_not_exist_on_the_candidate_side_before_the_go(r
 def test_an_honest_route_under_the_gpu_protocol_passes_with_the_judges_inputs(rules_path, monkeypatch):
     """The judge's draws into the shared region are what the candidate computes on (every re-check matches), and
     the judge's drawing and flush, with an honest candidate idle meanwhile, is not named."""
-    _gpu_protocol_on_the_cpu(monkeypatch)
     doc = smoke(ROUTES / "reference", rules_path, "new_gelu", "log_softmax")
     assert doc["passed"], doc["reasons"]
     for sub in doc["subtasks"]:
         details = doc["details"][sub["id"]]
-        assert details["judge_prepare_ms"] - details["judge_prepare_alone_ms"] < CPU_PREPARE_SLACK_MS, details
+        assert details["judge_prepare_ms"] - details["judge_prepare_alone_ms"] < gated.PREPARE_SLACK_MS + 5.0, details
 
 
 def test_the_timed_slots_memory_is_made_after_both_sides_gave_back_what_correctness_cached(rules_path, monkeypatch):
@@ -523,7 +471,6 @@ def test_the_timed_slots_memory_is_made_after_both_sides_gave_back_what_correctn
     correctness calls would stay on the card beside it: at full shapes on an 80 GB H100 log_softmax's first slot ran
     out of device memory in every check (docs/decisions/0007). Per problem, the candidate is told to
     release and the judge releases its own before the first slot is made."""
-    _gpu_protocol_on_the_cpu(monkeypatch)
     trace = []
     ask, create, release = CandidateProcess.ask, timing.Region.create.__func__, timing.release_memory
 

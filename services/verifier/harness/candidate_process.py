@@ -25,6 +25,7 @@ from services.verifier.harness.confine import Caps, Confinement, interpreter_pat
 from services.verifier.harness.context import CandidateDied, Context, CouldNotRun, problem_time_limit_s
 from services.verifier.harness.device import Timing
 from services.verifier.harness.gate import GatePage
+from services.verifier.harness.gated import WAIT_YIELD_EVERY
 from services.verifier.harness.shared_memory import Region, flat_places, send_region
 
 CALIBRATION_PINGS = 20
@@ -234,7 +235,7 @@ class CandidateProcess:
                 self.ctx.kit.prepare_run()
                 opened = self.gate.open(self.seq)
                 prepare.append((opened - began) * 1e3)
-                done = self.gate.wait_done(self.seq, deadline)
+                done = self.gate.wait_done(self.seq, deadline, WAIT_YIELD_EVERY[self.setup.profile])
                 if done is None:
                     self.kill()
                     raise CandidateDied(self.died_during("the gate's calibration: no done word"))

@@ -69,29 +69,29 @@ class GatePage:
         """The CPU form's done: written by the candidate's host after the call and its output."""
         self._done.value = seq
 
-    def wait_done(self, seq: int, deadline: float) -> float | None:
-        """The judge's clock when the done word of call ``seq`` arrived, or None at ``deadline`` (time.monotonic)."""
+    def wait_done(self, seq: int, deadline: float, yield_every: int = 0x100000) -> float | None:
+        """The judge's clock when the done word of call ``seq`` arrived, or None at ``deadline`` (time.monotonic).
+        ``yield_every``: spins between gives of the core (the CPU form's candidate needs it often on a small host)."""
         done, clock = self._done, time.perf_counter
         spins = 0
         while done.value < seq:
             spins += 1
-            if spins & 0xFFF == 0:
-                if time.monotonic() > deadline:
-                    return None
-                if spins & 0xFFFFF == 0:
-                    os.sched_yield()  # the CPU form's candidate may need this core
+            if spins % yield_every == 0:
+                os.sched_yield()
+            if spins & 0xFFF == 0 and time.monotonic() > deadline:
+                return None
         return clock()
 
     def wait_open(self, seq: int, deadline: float) -> bool:
-        """The CPU form's gate: the candidate's host spins until the judge opens it (False at the deadline)."""
+        """The CPU form's gate: the candidate's host waits until the judge opens it (False at the deadline), giving
+        its core back on every look: the judge needs one to draw the inputs."""
         gate = self._gate
         spins = 0
         while gate.value < seq:
             spins += 1
-            if spins & 0xFF == 0:
-                os.sched_yield()
-                if time.monotonic() > deadline:
-                    return False
+            os.sched_yield()
+            if spins & 0xFF == 0 and time.monotonic() > deadline:
+                return False
         return True
 
     def close(self) -> None:

@@ -57,10 +57,14 @@ GATE_ENQUEUE_S = {"gpu": 0.25, "cpu": 10.0}
 RECHECKS = 45
 PRECISION_SAMPLES = 3
 CENSUS_SAMPLES = 3
-# A call's reported time may fall short of the judge's bound by this much before the judge's own number scores it
-# (the judge's clock and the device's events disagree by a few microseconds on an honest call; CPU: a shared host).
-BOUND_SLACK_MS = {"gpu": 0.01, "cpu": 5.0}
-BOUND_SLACK_SHARE = 0.02
+# A call's reported time may fall short of the judge's bound by this much (ms, plus this share of the bound) before
+# it counts as short: the judge's clock and the device's events disagree by a few microseconds on an honest GPU call;
+# the CPU form's clocks are a shared, loaded host's.
+BOUND_SLACK_MS = {"gpu": 0.01, "cpu": 10.0}
+BOUND_SLACK_SHARE = {"gpu": 0.02, "cpu": 0.1}
+# How often the judge's wait for the done word gives its core away: on the GPU it spins (microseconds matter), in the
+# CPU form the candidate computing the call needs a core on a 2-core host.
+WAIT_YIELD_EVERY = {"gpu": 0x100000, "cpu": 16}
 LATE_SLACK_MS = {"gpu": 0.05, "cpu": 10.0}  # the judge's copy of the output beyond its own cost, before it is "late"
 DISAGREEING_SHARE = 0.1  # of the calls: more reported short of the judge's bound than this is class 6
 # Route code that works on the device while the judge draws a call's inputs and flushes the L2 (looking for the
@@ -86,12 +90,15 @@ def bound_ms(call: GatedCall, profile: str) -> float:
 
 
 def scored_ms(call: GatedCall, profile: str) -> tuple[float, bool]:
-    """(the time that scores the call, whether the candidate reported short of the judge's bound)."""
-    bound = bound_ms(call, profile)
-    slack = BOUND_SLACK_MS[profile] + BOUND_SLACK_SHARE * bound
-    if call.reported_ms >= bound - slack:
-        return call.reported_ms, False
-    return bound, True
+    """(the time that scores the call, whether the candidate reported short of the judge's bound). On the GPU the
+    device's events score a call they account for, the judge's bound one they do not; in the CPU form the candidate's
+    timer is route code's own host clock, so the judge's clock scores every call (a report above it only costs the
+    route)."""
+    bound = max(bound_ms(call, profile), 0.0)
+    short = call.reported_ms < bound - (BOUND_SLACK_MS[profile] + BOUND_SLACK_SHARE[profile] * bound)
+    if profile == "cpu":
+        return max(bound, call.reported_ms), short
+    return (bound if short else call.reported_ms), short
 
 
 def time_candidate_gated(judge: Judge, regions: list) -> Timing:
@@ -182,7 +189,7 @@ def gated_call(judge: Judge, region, slot: int, seed: int, snapshot: torch.Tenso
     ctx.kit.prepare_run()
     opened = candidate.gate.open(seq)
     prepare_ms = (opened - began) * 1e3
-    done = candidate.gate.wait_done(seq, judge.deadline)
+    done = candidate.gate.wait_done(seq, judge.deadline, WAIT_YIELD_EVERY[profile])
     if done is None:
         candidate.kill()
         raise CandidateDied(candidate.died_during(f"timed call {seq}: its done word never came"))

