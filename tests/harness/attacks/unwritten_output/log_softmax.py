@@ -1,6 +1,7 @@
 """Attack on the output hand-over: the route rewrites the runner's send_output and deliver so that every output is
 announced with the right byte count but lands in a throwaway copy of the output region, leaving in the judge's memory
-whatever was there before (nothing, then an earlier output). The judge must compare what it copied out, not what it was told."""
+whatever was there before (nothing, then an earlier output). The judge must compare what it copied out, not what it
+was told."""
 
 from kernels.problems.log_softmax import Model
 from tests.harness.route_rewrites import rewrite_harness_method
