@@ -1,11 +1,11 @@
 """Honest routes pass with every guardrail on: the reference itself, and a small Triton route (interpreted)."""
 
+import json
 import math
 
 import pytest
-from google.protobuf import json_format
-from kernelboard.v1 import events_pb2
 
+from contracts import metrics
 from contracts.metrics import VERIFIER_VERSION
 from services.verifier.harness.check import run_check
 from tests.harness.conftest import ROUTES
@@ -48,9 +48,13 @@ def test_the_metrics_document_is_marked_as_the_cpu_profile(reference_document):
 
 
 def test_subtasks_are_events_proto_subtask_messages(reference_document):
-    for sub in reference_document["subtasks"]:
-        message = json_format.ParseDict(sub, events_pb2.Subtask())  # unknown fields would raise
-        assert message.id == sub["id"]
+    """The metrics file as the verifier reads it (contracts.metrics, the CHECK profile): every subtask an events.proto
+    Subtask, its noise (speedup_interval) in the message's own fields."""
+    parsed = metrics.parse(json.dumps(reference_document), metrics.CHECK)
+    assert [s.id for s in parsed.subtasks] == [s["id"] for s in reference_document["subtasks"]]
+    for message in parsed.subtasks:
+        if message.submitted:
+            assert 0 < message.speedup_low <= message.speedup <= message.speedup_high
 
 
 def test_an_honest_triton_route_passes_and_missing_problems_count_as_the_baseline(rules_path):

@@ -146,6 +146,11 @@ def record(judge: Judge, calls: list[GatedCall], short: tuple[bool, ...]) -> Non
     details["judge_bound_ms"] = Timing.median([c.judged_ms for c in calls])
     details["judge_late_ms"] = round(max(c.late_ms for c in calls), 4)
     details["calls_scored_by_the_judge"] = sum(short)
+    # Every call's (reported, the judge's clock less the empty call, lateness) in microseconds: what the slacks above
+    # were chosen from, kept so that a run's numbers can be judged again offline.
+    details["calls_us"] = [
+        [round(c.reported_ms * 1e3, 1), round(c.judged_ms * 1e3, 1), round(c.late_ms * 1e3, 1)] for c in calls
+    ]
     synced = sum(c.host_synced for c in calls)
     if synced:
         details["host_synced_calls"] = synced

@@ -22,12 +22,14 @@ def _median_of_resample(values: Sequence[float], rng: random.Random) -> float:
     return statistics.median(rng.choices(values, k=len(values)))
 
 
-def _interval(samples: list[float]) -> tuple[float, float]:
+def _interval(samples: list[float], around: float) -> tuple[float, float]:
+    """The central CONFIDENCE of the samples, widened where needed to hold the value itself (a median's bootstrap can
+    leave it just outside; the metrics contract wants low <= value <= high)."""
     ordered = sorted(samples)
     tail = (1.0 - CONFIDENCE) / 2
     low = ordered[int(math.floor(tail * (len(ordered) - 1)))]
     high = ordered[int(math.ceil((1.0 - tail) * (len(ordered) - 1)))]
-    return low, high
+    return min(low, around), max(high, around)
 
 
 def relative_spread(values: Sequence[float]) -> float:
@@ -46,7 +48,8 @@ def speedup_interval(
     for _ in range(resamples):
         candidate = _median_of_resample(candidate_ms, rng)
         ratios.append(_median_of_resample(reference_ms, rng) / candidate if candidate > 0 else 0.0)
-    return _interval(ratios)
+    candidate = statistics.median(candidate_ms)
+    return _interval(ratios, statistics.median(reference_ms) / candidate if candidate > 0 else 0.0)
 
 
 def score_interval(
@@ -57,6 +60,16 @@ def score_interval(
     """The central 95 % of the geometric mean of every problem's speed-up over joint bootstrap resamples. Each item is
     (reference calls, candidate calls), or a fixed speed-up (a problem not submitted counts as exactly 1)."""
     scores = []
+    logs_of_value = 0.0
+    for item in problems:
+        if isinstance(item, (int, float)):
+            logs_of_value += math.log(float(item)) if item > 0 else -math.inf
+        else:
+            reference, candidate = item
+            median_candidate = statistics.median(candidate)
+            ratio = statistics.median(reference) / median_candidate if median_candidate > 0 else 0.0
+            logs_of_value += math.log(ratio) if ratio > 0 else -math.inf
+    value = math.exp(logs_of_value / len(problems)) if problems and logs_of_value != -math.inf else 0.0
     for _ in range(resamples):
         logs = 0.0
         for item in problems:
@@ -71,4 +84,4 @@ def score_interval(
                 break
             logs += math.log(speedup)
         scores.append(math.exp(logs / len(problems)) if problems and logs != -math.inf else 0.0)
-    return _interval(scores)
+    return _interval(scores, value)
