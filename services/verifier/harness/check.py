@@ -143,6 +143,11 @@ def run_check(
         raise CouldNotRun(f"--device must be cuda or cpu, not {device_name!r}")
     if shapes == "full" and device_name == "cpu":
         raise CouldNotRun("full shapes need a GPU (several GB per problem); use --shapes smoke for the CPU profile")
+    if rules.timing.protocol != TIMING_PROTOCOL:
+        raise CouldNotRun(
+            f"the rules time by {rules.timing.protocol!r}; this verifier (version {VERIFIER_VERSION}) applies "
+            f"{TIMING_PROTOCOL!r} only: a check under those rules needs the verifier of their benchmark version"
+        )
     unknown = sorted(set(only or ()) - set(rules.kernels))
     if unknown:
         raise CouldNotRun(f"--only names problems the rules do not list: {', '.join(unknown)}")

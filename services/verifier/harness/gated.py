@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from contracts import rules
 from services.verifier.harness.compare import COMPARE_CHUNK, output_faults, precision_fault
 from services.verifier.harness.context import Broken, CandidateDied, draw, run_model, secret_seed
 from services.verifier.harness.device import POISON, Timing
@@ -49,7 +50,7 @@ from services.verifier.harness.recorder import (
 if TYPE_CHECKING:
     from services.verifier.harness.verify import Judge
 
-TIMING_PROTOCOL = "cold-device-blocking"  # the rules' guardrails.timing.protocol this harness applies (version 2)
+TIMING_PROTOCOL = rules.COLD_DEVICE_BLOCKING  # the rules' guardrails.timing.protocol this harness applies
 # How long the judge waits for "enqueued" before it opens the gate anyway: a forward that synchronises its host
 # (reads a value back) waits at its own closed gate. The CPU form announces before it waits, so only a hung host
 # or a loaded CI machine comes near its bound.
