@@ -4,6 +4,7 @@ import asyncio
 import os
 import sys
 
+from services.common import hostedgit
 from services.common.config import ServerConfig, Settings
 from services.common.eventlog import EventLog
 from services.common.grpcserver import serve
@@ -14,7 +15,7 @@ from services.ingest.gitrepo import HostedRepo
 
 
 def hosted_repo(settings: Settings) -> HostedRepo:
-    return HostedRepo(settings.home / "repo.git")
+    return HostedRepo(hostedgit.location(settings.home))
 
 
 def max_bundle_bytes() -> int:

@@ -5,7 +5,6 @@ repository that borrows the hosted one's objects (alternates) and leaves as a bu
 stays the only writer of the hosted repository.
 """
 
-import asyncio
 import hashlib
 import os
 import pwd
@@ -16,11 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from contracts import limits, names
+from services.common.hostedgit import HostedRepoReader, run_git
 from services.scheduler.domain import DirectiveError
-
-
-class GitError(Exception):
-    pass
 
 
 class ScriptError(ValueError):
@@ -29,10 +25,6 @@ class ScriptError(ValueError):
 
 class ResultRejected(Exception):
     """The job's directory cannot become a result (over the result limit): final, never retried."""
-
-
-# Git's tree entry modes: a regular file (plain or executable); anything else is not a script.
-_FILE_MODES = {"100644", "100755"}
 
 
 @dataclass(frozen=True)
@@ -44,82 +36,22 @@ class ResultCommit:
     excluded: list[str] = field(default_factory=list)
 
 
-async def _git(*args: str, env: dict | None = None, stdin: bytes | None = None, timeout_s: float = 60) -> bytes:
-    process = await asyncio.create_subprocess_exec(
-        "git",
-        *args,
-        stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, **(env or {})},
-    )
-    try:
-        stdout, stderr = await asyncio.wait_for(process.communicate(stdin), timeout_s)
-    except TimeoutError:
-        process.kill()
-        await process.wait()
-        raise GitError(f"git {args[0]}: no answer within {timeout_s:.0f} s") from None
-    if process.returncode != 0:
-        raise GitError(f"git {' '.join(args[:3])}: {stderr.decode(errors='replace').strip()}")
-    return stdout
-
-
-class HostedRepo:
-    """Reads the hosted bare repository ($KB_HOME/repo.git, written by ingest)."""
-
-    def __init__(self, git_dir: Path):
-        self.git_dir = Path(git_dir)
-
-    async def resolve(self, ref: str) -> str | None:
-        try:
-            return (
-                (await _git("--git-dir", str(self.git_dir), "rev-parse", "--verify", "-q", f"{ref}^{{commit}}"))
-                .decode()
-                .strip()
-            )
-        except GitError:
-            return None
-
-    async def is_ancestor(self, sha: str, ref_sha: str) -> bool:
-        try:
-            await _git("--git-dir", str(self.git_dir), "merge-base", "--is-ancestor", sha, ref_sha)
-            return True
-        except GitError:
-            return False
-
-    async def read_file(self, sha: str, path: str) -> bytes | None:
-        try:
-            return await _git("--git-dir", str(self.git_dir), "show", f"{sha}:{path}")
-        except GitError:
-            return None
+class HostedRepo(HostedRepoReader):
+    """The hosted repository as the scheduler reads it (services/common/hostedgit.py), and the scratch repository a
+    job's result commit is built in."""
 
     async def read_script(self, sha: str, path: str) -> bytes | None:
         """The bytes of a regular file at path in the commit; None when there is nothing there; ScriptError when
         it is a directory, a symlink or a submodule."""
-        try:
-            listing = await _git("--git-dir", str(self.git_dir), "ls-tree", "-z", sha, "--", path)
-        except GitError:
+        entry = await self.entry(sha, path)
+        if entry is None:
             return None
-        entry = listing.split(b"\0", 1)[0].decode(errors="replace")
-        if not entry:
-            return None
-        mode, kind, _ = entry.split(" ", 2)
-        if kind == "tree":
+        if entry.kind == "tree":
             raise ScriptError(f"{path} is a directory; give the script file in it")
-        if mode not in _FILE_MODES:
-            what = {"120000": "a symlink", "160000": "a submodule"}.get(mode, f"mode {mode}")
+        if not entry.is_regular_file:
+            what = {"120000": "a symlink", "160000": "a submodule"}.get(entry.mode, f"mode {entry.mode}")
             raise ScriptError(f"{path} is {what}, not a regular file")
         return await self.read_file(sha, path)
-
-    async def export(self, sha: str, dest: Path) -> None:
-        """The commit's tree as plain files in dest (no .git: the job cannot touch the hosted repository)."""
-        archive = await _git("--git-dir", str(self.git_dir), "archive", "--format=tar", sha, timeout_s=120)
-        process = await asyncio.create_subprocess_exec(
-            "tar", "-x", "-C", str(dest), stdin=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
-        )
-        _, stderr = await asyncio.wait_for(process.communicate(archive), 120)
-        if process.returncode != 0:
-            raise GitError(f"tar: {stderr.decode(errors='replace').strip()}")
 
     async def commit_result(
         self,
@@ -140,7 +72,7 @@ class HostedRepo:
         dropped = irregular_entries(work_dir)
         scratch = Path(tempfile.mkdtemp(prefix=f"kb-result-{job_id}-"))
         try:
-            await _git("init", "-q", "--bare", str(scratch))
+            await run_git("init", "-q", "--bare", str(scratch))
             (scratch / "objects" / "info" / "alternates").write_text(str((self.git_dir / "objects").resolve()) + "\n")
             env = {
                 "GIT_DIR": str(scratch),
@@ -154,24 +86,24 @@ class HostedRepo:
             }
             if date is not None:  # a fixed date: the same directory always gives the same commit
                 env["GIT_AUTHOR_DATE"] = env["GIT_COMMITTER_DATE"] = f"@{date} +0000"
-            await _git("read-tree", parent, env=env)
-            await _git("add", "-A", "--", ".", env=env, timeout_s=300)
+            await run_git("read-tree", parent, env=env)
+            await run_git("add", "-A", "--", ".", env=env, timeout_s=300)
             excluded = [f"{path} ({why}, not committed)" for path, why in dropped.items()]
             if dropped:
                 # Out of the index whatever stands at those paths: a symlink replacing a file removes that file.
                 pathspecs = "".join(f"{path}\0" for path in dropped).encode()
-                await _git(
+                await run_git(
                     "rm", "-q", "-r", "--cached", "--ignore-unmatch", "--pathspec-from-file=-", "--pathspec-file-nul",
                     env=env, stdin=pathspecs,
                 )  # fmt: skip
             added = 0
             changed = (
-                await _git("diff", "--cached", "--name-only", "-z", "--diff-filter=AM", parent, env=env)
+                await run_git("diff", "--cached", "--name-only", "-z", "--diff-filter=AM", parent, env=env)
             ).decode()
             for path in filter(None, changed.split("\0")):
                 size = (work_dir / path).lstat().st_size
                 if size > max_file_bytes:
-                    await _git("reset", "-q", parent, "--", path, env=env)
+                    await run_git("reset", "-q", parent, "--", path, env=env)
                     excluded.append(f"{path} ({size} bytes, over the {max_file_bytes}-byte limit)")
                 else:
                     added += size
@@ -179,15 +111,15 @@ class HostedRepo:
                 raise ResultRejected(
                     f"result {_megabytes(added)} is over the {_megabytes(max_result_bytes)} limit; nothing committed"
                 )
-            ignored = await _git("ls-files", "-z", "-o", "-i", "--exclude-standard", "--directory", env=env)
+            ignored = await run_git("ls-files", "-z", "-o", "-i", "--exclude-standard", "--directory", env=env)
             excluded.extend(f"{path} (.gitignore)" for path in filter(None, ignored.decode().split("\0")))
-            tree = (await _git("write-tree", env=env)).decode().strip()
-            sha = (await _git("commit-tree", tree, "-p", parent, "-m", message, env=env)).decode().strip()
+            tree = (await run_git("write-tree", env=env)).decode().strip()
+            sha = (await run_git("commit-tree", tree, "-p", parent, "-m", message, env=env)).decode().strip()
             ref = names.job_ref(job_id)
-            await _git("update-ref", ref, sha, env=env)
+            await run_git("update-ref", ref, sha, env=env)
             bundle_path = scratch / "result.bundle"
-            await _git("bundle", "create", "-q", str(bundle_path), ref, f"^{parent}", env=env, timeout_s=300)
-            listing = (await _git("ls-tree", "-r", "-l", "-z", tree, env=env)).decode()
+            await run_git("bundle", "create", "-q", str(bundle_path), ref, f"^{parent}", env=env, timeout_s=300)
+            listing = (await run_git("ls-tree", "-r", "-l", "-z", tree, env=env)).decode()
             entries = [entry.split(None, 4) for entry in filter(None, listing.split("\0"))]
             total = sum(int(entry[3]) for entry in entries if entry[3].isdigit())
             return ResultCommit(

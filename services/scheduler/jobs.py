@@ -21,14 +21,14 @@ from kernelboard.v1 import events_pb2
 
 from contracts import access, names, rules
 from contracts.refusals import Refusal, invalid, not_found, precondition, unavailable
-from services.common import metrics, sandbox
+from services.common import hostedgit, metrics, sandbox
 from services.common.eventlog import ConcurrencyConflict, NewEvent
+from services.common.hostedgit import GitError
 from services.common.logs import bind_ids, get_logger
 from services.common.setaside import SetAside
 from services.scheduler import domain
 from services.scheduler.domain import JobView
 from services.scheduler.jobdir import (
-    GitError,
     HostedRepo,
     ResultRejected,
     ScriptError,
@@ -90,7 +90,7 @@ class SchedulerConfig:
 
     @property
     def repo_dir(self) -> Path:
-        return self.home / "repo.git"
+        return hostedgit.location(self.home)
 
     @property
     def deployment(self) -> str:

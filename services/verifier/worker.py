@@ -21,7 +21,7 @@ import asyncpg
 
 from contracts import names
 from contracts.metrics import MAX_BYTES as MAX_METRICS_BYTES
-from services.common import metrics
+from services.common import hostedgit, metrics
 from services.common.config import ServerConfig, Settings
 from services.common.eventlog import EventLog
 from services.common.logs import bind_ids, configure_logging, get_logger
@@ -35,7 +35,7 @@ from services.common.sandbox import (
 )
 from services.verifier import domain
 from services.verifier.domain import CheckItem, RunOutcome, Verdict
-from services.verifier.hostedrepo import HostedRepoReader, RepoError
+from services.verifier.hostedrepo import CheckCheckout, RepoError
 from services.verifier.queue import CheckQueue, Claim
 from services.verifier.slots import Slot, check_env, detect_slots
 
@@ -80,7 +80,7 @@ class WorkerConfig:
         )
         planned_mounts(sandbox)  # a layout checks cannot be confined in: refused here, before the verifier starts
         return cls(
-            git_dir=settings.home / "repo.git",
+            git_dir=hostedgit.location(settings.home),
             sandbox=sandbox,
             slots=tuple(detect_slots(env)),
             lease_s=float(env.get("KB_VERIFIER_LEASE_S", "60")),
@@ -99,7 +99,7 @@ class Worker:
         self.config = config
         self.slot = slot
         self.name = name or f"{socket.gethostname()}:{os.getpid()}:{slot.name}"
-        self.repo = HostedRepoReader(config.git_dir)
+        self.repo = CheckCheckout(config.git_dir)
         self.sandbox = Sandbox(config.sandbox)
         self._stopping = asyncio.Event()
         self._current: asyncio.Task | None = None

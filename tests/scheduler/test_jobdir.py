@@ -9,7 +9,8 @@ from kernelboard.v1 import events_pb2
 
 from contracts import limits
 from services.common.eventlog import check_event_size
-from services.scheduler.jobdir import GitError, HostedRepo, ResultRejected, irregular_entries
+from services.common.hostedgit import GitError
+from services.scheduler.jobdir import HostedRepo, ResultRejected, irregular_entries
 
 
 def git(*args, cwd=None) -> str:
