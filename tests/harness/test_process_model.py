@@ -111,6 +111,18 @@ def test_a_timer_that_lies_on_two_calls_in_three_is_caught(rules_path):
     assert "timed calls reported less than the judge's own clock saw" in sub["violations"][0], sub
 
 
+def test_a_route_honest_only_on_its_first_calls_is_caught(rules_path):
+    """Issue 36: a route that counts its calls and is honest only on the correctness calls (the only ones version 1's
+    recorder and oracle watched) passed. The recorder now watches every call and the oracle a secret sample of the
+    timed ones: the library kernel is class 9, the 16-bit product class 8."""
+    doc = smoke(ATTACKS / "watched_calls", rules_path, "new_gelu", skip_static=True)
+    sub = _only(doc, "new_gelu")
+    assert not sub["passed"] and sub["violations"][0].startswith("class 9 (library calls)"), sub
+    doc = smoke(ATTACKS / "watched_precision", rules_path, "matmul", skip_static=True)
+    sub = _only(doc, "matmul")
+    assert not sub["passed"] and any(v.startswith("class 8 (lowered precision)") for v in sub["violations"]), sub
+
+
 @pytest.mark.parametrize("attack", ["slowed_clock", "deferred_output", "precompute_on_refresh"])
 def test_the_cpu_profiles_timer_is_the_judges_clock(attack, rules_path):
     """Each call is bounded by the judge's clock from its gate's open to the done word, which comes after the output
