@@ -18,6 +18,9 @@ plus the host part that lies inside the events of a call.
 
 usage: python3 bench/kernels/ceiling.py METRICS.json ... [--version 1|2] [--target 4.2] [--out ceiling.md]
        python3 bench/kernels/ceiling.py --bench kernels/results/h200.json [--target 4.3] [--out ceiling_v2.md]
+           [--card-floors] [--ours PROBLEM=VARIANT ...]
+  --card-floors: the memory-bound floors at the run's own copy bandwidth (a run on another card than the H200);
+  --ours: a variant's time counts as the route's (one shipped after the run).
 """
 
 import argparse
@@ -82,16 +85,25 @@ def report_v2(path: Path) -> list[str]:
     ]
 
 
-def bench_rows(doc: dict) -> list[dict]:
-    """Per problem of a bench JSON (bench/kernels/run.py): eager, floor and ours in ms, back to back."""
-    return [
-        {"id": pid, "eager": r["eager_ms"], "floor": r["floor_ms"], "ours": r["ours_ms"]}
-        for pid, r in doc["problems"].items()
-    ]
+COMPUTE_BOUND = {"matmul"}  # its floor is a rate of arithmetic, not of bytes: the card's copy bandwidth leaves it
 
 
-def report_bench(path: Path, target: float) -> list[str]:
-    rows = bench_rows(json.loads(path.read_text()))
+def bench_rows(doc: dict, card_floors: bool = False, ours: dict | None = None) -> list[dict]:
+    """Per problem of a bench JSON (bench/kernels/run.py): eager, floor and ours in ms, back to back. card_floors:
+    each memory-bound floor from the run's own copy bandwidth (another card than BENCHMARK.md's H200); ours: problem
+    -> the variant whose time counts as ours (one shipped after the run)."""
+    copy = doc["environment"]["copy_tb_s"] * 1e9  # bytes per ms
+    rows = []
+    for pid, r in doc["problems"].items():
+        floor = r["floor_bytes"] / copy if card_floors and pid not in COMPUTE_BOUND else r["floor_ms"]
+        variant = (ours or {}).get(pid)
+        mine = r["variant_ms"][variant] if variant else r["ours_ms"]
+        rows.append({"id": pid, "eager": r["eager_ms"], "floor": floor, "ours": mine})
+    return rows
+
+
+def report_bench(path: Path, target: float, card_floors: bool = False, ours: dict | None = None) -> list[str]:
+    rows = bench_rows(json.loads(path.read_text()), card_floors, ours)
     lines = [
         "| problem | eager ms | floor ms | ours ms | of floor | ceiling (eager / floor) | ours (eager / ours) |",
         "|---|---:|---:|---:|---:|---:|---:|",
@@ -116,11 +128,16 @@ def main(argv=None) -> int:
     parser.add_argument("metrics", nargs="*", type=Path)
     parser.add_argument("--version", type=int, choices=(1, 2), default=1)
     parser.add_argument("--bench", type=Path, help="a bench/kernels/run.py JSON: the version 2 ceiling per problem")
+    parser.add_argument("--card-floors", action="store_true", help="--bench: floors at the run's copy bandwidth")
+    parser.add_argument(
+        "--ours", nargs="*", default=[], metavar="PROBLEM=VARIANT", help="--bench: a variant's time as ours"
+    )
     parser.add_argument("--target", type=float, default=4.2)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     if args.bench:
-        lines = report_bench(args.bench, args.target)
+        ours = dict(item.split("=", 1) for item in args.ours)
+        lines = report_bench(args.bench, args.target, args.card_floors, ours)
     elif not args.metrics:
         parser.error("give METRICS.json files or --bench")
     elif args.version == 2:

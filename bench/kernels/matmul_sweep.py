@@ -125,10 +125,10 @@ def cfg_name(cfg: dict) -> str:
     from kernels.triton.matmul import config
 
     default = config()
-    flags = [f for f in ("tma", "persistent", "c_tma", "carry_a") if cfg[f]]
+    flags = [f for f in ("tma", "persistent", "c_tma") if cfg[f]]
     name = "_".join([cfg["ops"], *flags, f"m{cfg['BM']}n{cfg['BN']}k{cfg['BK']}"])
     name += f"_w{cfg['num_warps']}_s{cfg['num_stages']}_g{cfg['GROUP_M']}"
-    if cfg["ops"] in ("one_dot", "one_dot_a"):
+    if cfg["ops"] == "one_dot":
         name += f"_f{cfg['flush']}"
     for key, short in (("split_block", "sb"), ("split_tile", "st")):
         if cfg[key] != default[key]:

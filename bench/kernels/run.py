@@ -302,6 +302,7 @@ def run_problem(pid: str, args, timer, compiled_cache: dict) -> dict:
         # the shipped version once more, to see the run-to-run spread next to the variants' differences
         if "error" not in rec:
             rec["ours_ms_again"], _ = timer.median_ms(lambda: ours(*inputs), args.runs)
+        rec["chosen_config"] = chosen_config(route)
     again = rec.get("ours_ms_again", math.nan)
     idle = rec.get("ours_idle_ms", math.nan)
     print(
@@ -310,6 +311,14 @@ def run_problem(pid: str, args, timer, compiled_cache: dict) -> dict:
     )
     derive(rec)
     return rec
+
+
+def chosen_config(route) -> dict:
+    """What the shipped version ran: the autotuner's picks where the route autotunes (its ``chosen_configs()``), else
+    its fixed ``VARIANTS["default"]``."""
+    if hasattr(route, "chosen_configs"):
+        return {"autotuned": route.chosen_configs()}
+    return {"fixed": route.VARIANTS["default"]}
 
 
 def derive(rec: dict) -> None:
@@ -427,6 +436,7 @@ def render(data: dict) -> str:
         "poisoned with NaN first), inputs left unchanged.",
         "",
         *idle_lines(rows),
+        *chosen_lines(rows),
         "Variants (median ms; the shipped one is *ours*):",
         "",
     ]
@@ -435,6 +445,18 @@ def render(data: dict) -> str:
         bad = [k for k, c in r.get("variant_checks", {}).items() if "error" in c or not c.get("allclose", False)]
         lines.append(f"- {r['id']}: {vs}" + (f"; failed: {', '.join(bad)}" if bad else ""))
     return "\n".join(lines) + "\n"
+
+
+def chosen_lines(rows: list[dict]) -> list[str]:
+    """The configuration each problem's shipped version ran at its shape: fixed, or the autotuner's pick."""
+    rows = [r for r in rows if "chosen_config" in r]
+    if not rows:
+        return []
+    lines = ["Chosen config per shape (what *ours* ran):", "", "| problem | shape | config |", "|---|---|---|"]
+    for r in rows:
+        shape = " × ".join(str(v) for v in r["shape"].values())
+        lines.append(f"| {r['id']} | {shape} | `{json.dumps(r['chosen_config'], sort_keys=True)}` |")
+    return lines + [""]
 
 
 def idle_lines(rows: list[dict]) -> list[str]:

@@ -8,6 +8,7 @@ sweep.json (the summary printed last).
 
 Usage on the device machine (repository root):  python3 bench/kernels/sweep_issue39.py --out $OUT
   [--only ID ...] [--no-profile] [--bench-timeout-s 270] [--profile-timeout-s 100]
+Re-render the counters' table from a run's ncu.csv:  python3 bench/kernels/sweep_issue39.py --ncu-table FILE
 The kernels profiled (the process ncu starts):  python3 bench/kernels/sweep_issue39.py --profile-target
 """
 
@@ -141,8 +142,8 @@ def _number(text: str, unit: str) -> float | None:
         value = float(text.replace(",", ""))
     except ValueError:
         return None
-    scale = {"byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "nsecond": 1e-9, "usecond": 1e-6,
-             "msecond": 1e-3, "second": 1.0}.get(unit)  # fmt: skip
+    scale = {"byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "ns": 1e-9, "nsecond": 1e-9, "us": 1e-6,
+             "usecond": 1e-6, "ms": 1e-3, "msecond": 1e-3, "s": 1.0, "second": 1.0}.get(unit)  # fmt: skip
     return value * scale if scale is not None else value
 
 
@@ -199,7 +200,11 @@ def main() -> int:
     ap.add_argument("--bench-timeout-s", type=int, default=270)
     ap.add_argument("--profile-timeout-s", type=int, default=100)
     ap.add_argument("--profile-target", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--ncu-table", type=Path, help="print the counters' table of a run's ncu.csv and stop")
     args = ap.parse_args()
+    if args.ncu_table:
+        print("\n".join(ncu_lines(parse_ncu(args.ncu_table.read_text()))))
+        return 0
     if args.profile_target:
         profile_target()
         return 0

@@ -148,16 +148,17 @@ def run_plan(plan: tuple, device: int, args: tuple) -> None:
 
 @triton.jit
 def _finish_mean(partial_ptr, out_ptr, num_partials, scale, BLOCK: tl.constexpr):
-    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    # in float64: thousands of fp32 partials added in fp32 lose more than the reference's own reduction does
+    acc = tl.zeros([BLOCK], dtype=tl.float64)
     for start in range(0, num_partials, BLOCK):
         offs = start + tl.arange(0, BLOCK)
-        acc += tl.load(partial_ptr + offs, mask=offs < num_partials, other=0.0)
-    tl.store(out_ptr, tl.sum(acc, axis=0) * scale)
+        acc += tl.load(partial_ptr + offs, mask=offs < num_partials, other=0.0).to(tl.float64)
+    tl.store(out_ptr, (tl.sum(acc, axis=0) * scale).to(tl.float32))
 
 
 def finish_mean(partials: torch.Tensor, out: torch.Tensor, num_partials: int, scale: float) -> None:
-    """out = sum(partials[:num_partials]) * scale, by one program in a fixed order (deterministic, no atomics): the
-    second pass of the mean losses, after a first kernel wrote one float32 partial sum per program."""
+    """out = sum(partials[:num_partials]) * scale, by one program in a fixed order (deterministic, no atomics) and in
+    float64: the second pass of the mean losses, after a first kernel wrote one float32 partial sum per program."""
     launch(_finish_mean, (1,), partials, out, num_partials, scale, BLOCK=1024, num_warps=4)
 
 

@@ -44,25 +44,16 @@ def _coop(mode, slice_len, block, warps, programs_per_sm, prefetch=False):
     }  # fmt: skip
 
 
-def _fused(chunk, warps, programs_per_sm, keep_mb, stages=1, hints=True):
+def _fused(chunk, warps, programs_per_sm, keep_mb):
     return {
         "mode": "fused", "CHUNK": chunk, "num_warps": warps, "programs_per_sm": programs_per_sm, "keep_mb": keep_mb,
-        "stages": stages, "hints": hints,
     }  # fmt: skip
 
 
 VARIANTS = {
     "default": {"mode": "two_pass", "CHUNK": 4096, "BLOCK": 2048, "num_warps": 4},
-    "fused_c4096_w8_p4_k0": _fused(4096, 8, 4, 0),
     "fused_c4096_w8_p4_k24": _fused(4096, 8, 4, 24),
     "fused_c4096_w8_p4_k40": _fused(4096, 8, 4, 40),
-    "fused_c4096_w8_p4_k24_nohints": _fused(4096, 8, 4, 24, hints=False),
-    "fused_c4096_w4_p8_k24": _fused(4096, 4, 8, 24),
-    "fused_c8192_w8_p4_k24": _fused(8192, 8, 4, 24),
-    "fused_c2048_w4_p8_k24": _fused(2048, 4, 8, 24),
-    "fused_c4096_w8_p2_k24_s2": _fused(4096, 8, 2, 24, stages=2),
-    "fused_c4096_w8_p4_k24_s2": _fused(4096, 8, 4, 24, stages=2),
-    "fused_c2048_w4_p4_k24_s2": _fused(2048, 4, 4, 24, stages=2),
     "c2048_b2048_w4": {"mode": "two_pass", "CHUNK": 2048, "BLOCK": 2048, "num_warps": 4},
     "hold_s16384_w8_p2": _coop("hold", 16384, 16384, 8, 2),
     "hold_s16384_w8_p2_pf": _coop("hold", 16384, 16384, 8, 2, prefetch=True),
@@ -240,30 +231,26 @@ def _normalize(
 @triton.jit
 def _fused_layer_norm(
     x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, m2_ptr, arrived_ptr, rows, cols, num_chunks, eps, keep_items,
-    CHUNK: tl.constexpr, BLOCK_P: tl.constexpr, STAGES: tl.constexpr, HINTS: tl.constexpr,
+    CHUNK: tl.constexpr, BLOCK_P: tl.constexpr,
 ):  # fmt: skip
     # Both passes of two_pass in one cooperative launch, the programs meeting once in between. Work items are
-    # (chunk, row) pairs in chunk-major order, one CHUNK-wide tile each (no inner loop: the item loop is the one
-    # Triton pipelines). Pass 1 walks them forward, the last keep_items read evict_last; pass 2 walks them backward,
-    # so its first reads find those in L2. With a program count that is a multiple of rows, a program sees one row
-    # in pass 2 and merges that row's moments once.
+    # (chunk, row) pairs in chunk-major order, one CHUNK-wide tile each. Pass 1 walks them forward, the last
+    # keep_items read evict_last; pass 2 walks them backward, so its first reads find those in L2. With a program
+    # count that is a multiple of rows, a program sees one row in pass 2 and merges that row's moments once.
     pid = tl.program_id(0)
     nprog = tl.num_programs(0)
     items = rows * num_chunks
     offs = tl.arange(0, CHUNK)
-    for i in tl.range(pid, items, nprog, num_stages=STAGES):
+    for i in range(pid, items, nprog):
         chunk = i // rows
         row = i % rows
         c = chunk * CHUNK + offs
         mask = c < cols
         ptrs = x_ptr + row.to(tl.int64) * cols + c
-        if HINTS:
-            if i >= items - keep_items:
-                x = tl.load(ptrs, mask=mask, other=0.0, eviction_policy="evict_last")
-            else:
-                x = tl.load(ptrs, mask=mask, other=0.0, eviction_policy="evict_first")
+        if i >= items - keep_items:
+            x = tl.load(ptrs, mask=mask, other=0.0, eviction_policy="evict_last")
         else:
-            x = tl.load(ptrs, mask=mask, other=0.0)
+            x = tl.load(ptrs, mask=mask, other=0.0, eviction_policy="evict_first")
         n = tl.minimum(cols - chunk * CHUNK, CHUNK).to(tl.float32)
         chunk_mean = tl.sum(x, axis=0) / n
         dev = tl.where(mask, x - chunk_mean, 0.0)
@@ -273,7 +260,7 @@ def _fused_layer_norm(
     cur_row = -1
     mean = 0.0
     rstd = 0.0
-    for j in tl.range(pid, items, nprog, num_stages=STAGES):
+    for j in range(pid, items, nprog):
         i = items - 1 - j
         chunk = i // rows
         row = i % rows
@@ -285,16 +272,10 @@ def _fused_layer_norm(
         c = chunk * CHUNK + offs
         mask = c < cols
         row_start = row.to(tl.int64) * cols
-        if HINTS:
-            x = tl.load(x_ptr + row_start + c, mask=mask, other=0.0, eviction_policy="evict_first")
-            w = tl.load(w_ptr + c, mask=mask, other=0.0, eviction_policy="evict_last")
-            b = tl.load(b_ptr + c, mask=mask, other=0.0, eviction_policy="evict_last")
-            tl.store(y_ptr + row_start + c, (x - mean) * rstd * w + b, mask=mask, cache_modifier=".cs")
-        else:
-            x = tl.load(x_ptr + row_start + c, mask=mask, other=0.0)
-            w = tl.load(w_ptr + c, mask=mask, other=0.0)
-            b = tl.load(b_ptr + c, mask=mask, other=0.0)
-            tl.store(y_ptr + row_start + c, (x - mean) * rstd * w + b, mask=mask)
+        x = tl.load(x_ptr + row_start + c, mask=mask, other=0.0, eviction_policy="evict_first")
+        w = tl.load(w_ptr + c, mask=mask, other=0.0, eviction_policy="evict_last")
+        b = tl.load(b_ptr + c, mask=mask, other=0.0, eviction_policy="evict_last")
+        tl.store(y_ptr + row_start + c, (x - mean) * rstd * w + b, mask=mask, cache_modifier=".cs")
 
 
 def _max_registers(cfg: dict) -> int:
@@ -357,12 +338,12 @@ def _launch_fused(x, w, b, y, rows, cols, eps, cfg) -> None:
         launch(_fill_zero, (1,), arrived, 1, BLOCK=16)
         launch(
             _fused_layer_norm, (programs,), x, w, b, y, means, m2s, arrived, rows, cols, chunks, eps, keep_items,
-            CHUNK=chunk, BLOCK_P=next_power_of_2(chunks), STAGES=cfg["stages"], HINTS=cfg["hints"],
-            num_warps=cfg["num_warps"], maxnreg=_max_registers(cfg), launch_cooperative_grid=True,
+            CHUNK=chunk, BLOCK_P=next_power_of_2(chunks), num_warps=cfg["num_warps"], maxnreg=_max_registers(cfg),
+            launch_cooperative_grid=True,
         )  # fmt: skip
 
-    _GRAPHS.run(body, (x, w, b, y), (cfg["CHUNK"], cfg["num_warps"], cfg["programs_per_sm"], cfg["keep_mb"],
-                                     cfg["stages"], cfg["hints"], eps))  # fmt: skip
+    key = (cfg["CHUNK"], cfg["num_warps"], cfg["programs_per_sm"], cfg["keep_mb"], eps)
+    _GRAPHS.run(body, (x, w, b, y), key)
 
 
 _GRAPHS = Graphs()  # a call's launches as one graph launch (launch.Graphs)

@@ -64,7 +64,6 @@ VARIANTS = {
     "hold_s8192_w8_p4_pf_nohints": _hold(8192, 4, 8, hints=False, prefetch=1),
     "hold_s8192_w4_p4_pf": _hold(8192, 4, 4, prefetch=1),
     "hold_s16384_w16_p2_pf": _hold(16384, 2, 16, prefetch=1),
-    "hold_s4096_w4_p8_pf": _hold(4096, 8, 4, prefetch=1),
     "coop_c48_p4_b8192": _coop(48, 4, 8192, 8),
     "coop_c48_p4_b8192_pf": _coop(48, 4, 8192, 8, prefetch=True),
     "coop_c48_p4_b8192_nohints": _coop(48, 4, 8192, 8, hints=False),

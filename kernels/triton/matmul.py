@@ -18,10 +18,7 @@ Where each operand is split is the config's ``ops`` (kernels/NOTES.md, "matmul",
 - ``one_dot``: the halves of ``presplit``, but one dot per K step: the three products run as three steps over the
   (lo, hi), (hi, lo), (hi, hi) pairs of halves. Triton waits for the tensor cores to finish after each of several
   dots chained in one loop iteration, but keeps a single dot's work in flight across iterations; the price is that
-  a_hi and b_hi tiles are fetched twice. The partial sum goes into the running sum every ``flush`` K tiles;
-- ``one_dot_a``: ``one_dot`` with A loaded raw at every step and split in registers (the step's half picked there),
-  so only B has a split pass; with ``carry_a`` A's tile is loaded (by pointer) at the first step of its K tile only
-  and kept in registers for the other two, a third of one_dot's operand bytes through L2 saved.
+  a_hi and b_hi tiles are fetched twice. The partial sum goes into the running sum every ``flush`` K tiles.
 Operand tiles come by pointer loads or by TMA descriptors (``tma``), one program per output tile or a persistent
 grid of one program per SM (``persistent``).
 """
@@ -41,18 +38,17 @@ except ImportError:  # loaded as a file by the harness, with the route directory
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
-OPS = ("presplit", "split_a", "split_b", "tf32x3", "one_dot", "one_dot_a")
+OPS = ("presplit", "split_a", "split_b", "tf32x3", "one_dot")
 _PRESPLIT = tl.constexpr(0)
 _SPLIT_A = tl.constexpr(1)
 _SPLIT_B = tl.constexpr(2)
 _TF32X3 = tl.constexpr(3)
 _ONE_DOT = tl.constexpr(4)
-_ONE_DOT_A = tl.constexpr(5)
 
 
 def config(
     ops="presplit", bm=128, bn=128, bk=32, warps=8, stages=3, group_m=8,
-    tma=False, persistent=False, c_tma=False, flush=1, split_block=4096, split_tile=64, carry_a=False,
+    tma=False, persistent=False, c_tma=False, flush=1, split_block=4096, split_tile=64,
 ) -> dict:  # fmt: skip
     """One launch configuration of the product (flush: one_dot's K tiles a partial sum; the split passes:
     split_block elements a program for A, split_tile x split_tile tiles for B's transposed split)."""
@@ -60,40 +56,29 @@ def config(
         raise ValueError(f"ops must be one of {OPS}, not {ops!r}")
     return {
         "ops": ops, "BM": bm, "BN": bn, "BK": bk, "GROUP_M": group_m, "num_warps": warps, "num_stages": stages,
-        "tma": tma, "persistent": persistent, "c_tma": c_tma, "flush": flush, "carry_a": carry_a,
+        "tma": tma, "persistent": persistent, "c_tma": c_tma, "flush": flush,
         "split_block": split_block, "split_tile": split_tile,
     }  # fmt: skip
 
 
-# The bench (bench/kernels/run.py) times every variant beside the shipped default (the issue-18 sweep's best and
-# their neighbours; the slower ones it measured are in bench/kernels/results_issue18/); bench/kernels/matmul_sweep.py
-# sweeps many more configs and names each as the config(...) call that ships it. Each fits the H200's 227 KB of
-# shared memory a block by the sweep's arithmetic (its smem_estimate; tests/kernels/test_matmul_sweep.py).
+# The bench (bench/kernels/run.py) times every variant beside the shipped default (the slower configs the issue-18
+# sweep and issue 39 measured are in their records: bench/kernels/results_issue18/, kernels/results/runs/issue39_1);
+# bench/kernels/matmul_sweep.py sweeps many more configs and names each as the config(...) call that ships it. Each
+# fits the H200's 227 KB of shared memory a block by the sweep's arithmetic (its smem_estimate;
+# tests/kernels/test_matmul_sweep.py).
 VARIANTS = {
-    "default": config(),  # pointer loads, 128x128x32, 3 stages: 192 KB; 1.41-1.45 ms measured (issue 18)
-    "split_a_tma_k32_s4": config("split_a", tma=True, stages=4),
-    "one_dot_tma_k64_s3": config("one_dot", tma=True, bk=64, stages=3),
+    # one dot per K step over the stacked halves, TMA loads, 128x128x64, 3 stages (192 KB): 1.294-1.301 ms on the
+    # H200 (issue-18 sweep, interleaved rounds), 1.417 on an H100 (issue 39), against the pointer kernel's 1.40-1.42
+    # and 1.434; its error ratio 0.33 (kernels/RESULTS.md)
+    "default": config("one_dot", tma=True, bk=64, stages=3),
+    "presplit_k32_s3": config(),  # the default until issue 39: pointer loads, three chained dots a K tile
     "presplit_tma_k32_s3": config(tma=True),
-    "one_dot_tma_k64_s3_f2": config("one_dot", tma=True, bk=64, stages=3, flush=2),
-    "one_dot_tma_k64_s3_g4": config("one_dot", tma=True, bk=64, stages=3, group_m=4),
+    "split_a_tma_k32_s4": config("split_a", tma=True, stages=4),  # 1.323 on the H100, 1.324-1.388 on the H200
     "one_dot_tma_k64_s3_g16": config("one_dot", tma=True, bk=64, stages=3, group_m=16),
-    "one_dot_a_tma_k64_s3": config("one_dot_a", tma=True, bk=64, stages=3),
-    "one_dot_a_tma_k32_s6": config("one_dot_a", tma=True, bk=32, stages=6),
-    "one_dot_a_tma_k64_s3_f2": config("one_dot_a", tma=True, bk=64, stages=3, flush=2),
-    "one_dot_a_k64_s3": config("one_dot_a", bk=64, stages=3),
-    "one_dot_a_carry_tma_k64_s3": config("one_dot_a", tma=True, bk=64, stages=3, carry_a=True),
-    "one_dot_a_carry_tma_k32_s6": config("one_dot_a", tma=True, bk=32, stages=6, carry_a=True),
-    "one_dot_a_carry_tma_k32_s4": config("one_dot_a", tma=True, bk=32, stages=4, carry_a=True),
-    "one_dot_a_carry_k32_s4": config("one_dot_a", bk=32, stages=4, carry_a=True),
     "interpret": config(bm=32, bn=32, bk=16, warps=4, stages=1, group_m=2, split_block=256, split_tile=16),
     "interpret_tma": config(bm=32, bn=32, bk=16, warps=4, stages=1, group_m=2, tma=True, persistent=True),
     "interpret_one_dot": config("one_dot", bm=32, bn=32, bk=16, warps=4, stages=1, group_m=2, flush=2),
-    "interpret_one_dot_a": config("one_dot_a", bm=32, bn=32, bk=16, warps=4, stages=1, group_m=2, tma=True),
-    "interpret_one_dot_a_ptr": config("one_dot_a", bm=32, bn=32, bk=16, warps=4, stages=1, group_m=2, flush=2),
-    "interpret_one_dot_a_carry": config(
-        "one_dot_a", bm=32, bn=32, bk=16, warps=4, stages=1, group_m=2, tma=True, carry_a=True
-    ),
-    "interpret_one_dot_a_carry_ptr": config("one_dot_a", bm=32, bn=32, bk=16, warps=4, stages=1, carry_a=True),
+    "interpret_one_dot_tma": config("one_dot", bm=32, bn=32, bk=16, warps=4, stages=1, group_m=2, tma=True),
 }
 
 _TF32_ROUND = tl.constexpr(0x1000)  # half of the 13 dropped mantissa bits
@@ -110,25 +95,6 @@ def _round_tf32(x):
 def _split_regs(x):
     hi = _round_tf32(x)
     return hi, _round_tf32(x - hi)
-
-
-@triton.jit
-def _pick_half(x, step):
-    """The half of x that step (of one_dot's three per K tile) multiplies: lo at step 0, hi at steps 1 and 2."""
-    hi, lo = _split_regs(x)
-    return tl.where(step % 3 == 0, lo, hi)
-
-
-@triton.jit
-def _carried_a(a_ptr, a_raw, M, K, om, k0, step, BM: tl.constexpr, BK: tl.constexpr):
-    """A's raw tile at K offset k0, loaded at the first of its K tile's three steps and kept for the other two (the
-    load's mask is off there, so it moves no bytes)."""
-    rm = om + tl.arange(0, BM)
-    rk = k0 + tl.arange(0, BK)
-    fresh = step % 3 == 0
-    mask = (rm < M)[:, None] & (rk < K)[None, :] & fresh
-    loaded = tl.load(a_ptr + rm[:, None].to(tl.int64) * K + rk[None, :], mask=mask, other=0.0)
-    return tl.where(fresh, loaded, a_raw)
 
 
 @triton.jit
@@ -235,12 +201,10 @@ def _three_dots_ptr(
 def _one_dot_ptr(
     a_ptr, a_lo_ptr, b_ptr, b_lo_ptr, M, N, K, om, on,
     BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, FLUSH: tl.constexpr, EVEN: tl.constexpr,
-    SPLIT_A: tl.constexpr, CARRY_A: tl.constexpr,
 ):  # fmt: skip
     """The tile's sum over K, one dot per step: step s of a K tile takes the (lo, hi), (hi, lo), (hi, hi) halves of
-    (A, B^T) for s = 0, 1, 2 (SPLIT_A: a_ptr is A raw, split in registers at every step). The partial sum of FLUSH
-    K tiles joins the running sum by a rounded fp32 add (see _add_products); its dots chain across steps, which is
-    what lets Triton keep them in flight."""
+    (A, B^T) for s = 0, 1, 2. The partial sum of FLUSH K tiles joins the running sum by a rounded fp32 add (see
+    _add_products); its dots chain across steps, which is what lets Triton keep them in flight."""
     rm = om + tl.arange(0, BM)
     rn = on + tl.arange(0, BN)
     rk = tl.arange(0, BK)
@@ -250,18 +214,11 @@ def _one_dot_ptr(
     b_offs = rn[:, None].to(tl.int64) * K + rk[None, :]
     acc = tl.zeros([BM, BN], dtype=tl.float32)
     part = tl.zeros([BM, BN], dtype=tl.float32)
-    a_raw = tl.zeros([BM, BK], dtype=tl.float32)
     # one loop over all steps, the flush a branch in it: nested loops would drain the pipeline at every flush
     for step in range(0, 3 * tl.cdiv(K, BK)):
         k0 = (step // 3) * BK
         k_ok = k0 + rk < K
-        if CARRY_A:
-            a_raw = _carried_a(a_ptr, a_raw, M, K, om, k0, step, BM, BK)
-            x = _pick_half(a_raw, step)
-        elif SPLIT_A:
-            x = _pick_half(_load_tile(a_ptr, a_offs + k0, m_ok, k_ok, EVEN), step)
-        else:
-            x = _load_tile(tl.where(step % 3 == 0, a_lo_ptr, a_ptr), a_offs + k0, m_ok, k_ok, EVEN)
+        x = _load_tile(tl.where(step % 3 == 0, a_lo_ptr, a_ptr), a_offs + k0, m_ok, k_ok, EVEN)
         y = _load_tile(tl.where(step % 3 == 1, b_lo_ptr, b_ptr), b_offs + k0, n_ok, k_ok, EVEN)
         part = tl.dot(x, y.T, part, input_precision="tf32")
         if step % (3 * FLUSH) == 3 * FLUSH - 1:
@@ -282,14 +239,12 @@ def _store_tile(c_ptr, acc, M, N, om, on, BM: tl.constexpr, BN: tl.constexpr):
 def _product_tile_ptr(
     a_ptr, a_lo_ptr, b_ptr, b_lo_ptr, c_ptr, M, N, K, om, on,
     OPS: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, FLUSH: tl.constexpr,
-    EVEN: tl.constexpr, CARRY_A: tl.constexpr,
+    EVEN: tl.constexpr,
 ):  # fmt: skip
     """One BM x BN tile of C from pointer loads. a_ptr: A (M, K), raw (split_a, tf32x3) or its hi half; b_ptr: B
     (K, N) raw (split_b, tf32x3) or the hi half of B^T (N, K); the lo pointers are the other halves where used."""
-    if OPS == _ONE_DOT or OPS == _ONE_DOT_A:
-        acc = _one_dot_ptr(
-            a_ptr, a_lo_ptr, b_ptr, b_lo_ptr, M, N, K, om, on, BM, BN, BK, FLUSH, EVEN, OPS == _ONE_DOT_A, CARRY_A
-        )
+    if OPS == _ONE_DOT:
+        acc = _one_dot_ptr(a_ptr, a_lo_ptr, b_ptr, b_lo_ptr, M, N, K, om, on, BM, BN, BK, FLUSH, EVEN)
     else:
         acc = _three_dots_ptr(a_ptr, a_lo_ptr, b_ptr, b_lo_ptr, M, N, K, om, on, OPS, BM, BN, BK, EVEN)
     if OPS == _SPLIT_B:
@@ -302,29 +257,23 @@ def _matmul_ptr(
     a_ptr, a_lo_ptr, b_ptr, b_lo_ptr, c_ptr, M, N, K,
     OPS: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
     FLUSH: tl.constexpr, EVEN: tl.constexpr, PROGRAMS: tl.constexpr, PERSISTENT: tl.constexpr,
-    CARRY_A: tl.constexpr,
 ):  # fmt: skip
     if PERSISTENT:  # PROGRAMS programs walk the tiles; the next tile's loads can start under this tile's epilogue
         for tile in tl.range(tl.program_id(0), tl.cdiv(M, BM) * tl.cdiv(N, BN), PROGRAMS, flatten=True):
             om, on = _tile_origin(tile, M, N, BM, BN, GROUP_M)
-            _product_tile_ptr(
-                a_ptr, a_lo_ptr, b_ptr, b_lo_ptr, c_ptr, M, N, K, om, on, OPS, BM, BN, BK, FLUSH, EVEN, CARRY_A
-            )
+            _product_tile_ptr(a_ptr, a_lo_ptr, b_ptr, b_lo_ptr, c_ptr, M, N, K, om, on, OPS, BM, BN, BK, FLUSH, EVEN)
     else:
         om, on = _tile_origin(tl.program_id(0), M, N, BM, BN, GROUP_M)
-        _product_tile_ptr(
-            a_ptr, a_lo_ptr, b_ptr, b_lo_ptr, c_ptr, M, N, K, om, on, OPS, BM, BN, BK, FLUSH, EVEN, CARRY_A
-        )
+        _product_tile_ptr(a_ptr, a_lo_ptr, b_ptr, b_lo_ptr, c_ptr, M, N, K, om, on, OPS, BM, BN, BK, FLUSH, EVEN)
 
 
 @triton.jit
 def _product_tile_tma(
     a_desc, a_lo_desc, b_desc, b_lo_desc, c, M, N, K, om, on,
     OPS: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, FLUSH: tl.constexpr,
-    C_TMA: tl.constexpr, CARRY_A: tl.constexpr,
+    C_TMA: tl.constexpr,
 ):  # fmt: skip
-    """_product_tile_ptr with every operand tile fetched through a TMA descriptor (CARRY_A: but A's, a_desc being
-    A's pointer) (out-of-range elements read as
+    """_product_tile_ptr with every operand tile fetched through a TMA descriptor (out-of-range elements read as
     zero): A or its hi half (M, K) by [BM, BK]; B (K, N) by [BK, BN] or B^T's hi half (N, K) by [BN, BK]; for
     one_dot, A's halves stacked (2M, K) and B^T's (2N, K), hi first (rows past a half's end only reach rows or
     columns of C past its end, which are not stored). c: C's descriptor by [BM, BN] (C_TMA: the tile is stored
@@ -333,18 +282,11 @@ def _product_tile_tma(
         acc = tl.zeros([BN, BM], dtype=tl.float32)  # a tile of C^T
     else:
         acc = tl.zeros([BM, BN], dtype=tl.float32)
-    if OPS == _ONE_DOT or OPS == _ONE_DOT_A:  # as _one_dot_ptr
+    if OPS == _ONE_DOT:  # as _one_dot_ptr
         part = tl.zeros([BM, BN], dtype=tl.float32)
-        a_raw = tl.zeros([BM, BK], dtype=tl.float32)
         for step in range(0, 3 * tl.cdiv(K, BK)):
             k0 = (step // 3) * BK
-            if CARRY_A:
-                a_raw = _carried_a(a_desc, a_raw, M, K, om, k0, step, BM, BK)
-                x = _pick_half(a_raw, step)
-            elif OPS == _ONE_DOT_A:
-                x = _pick_half(a_desc.load([om, k0]), step)
-            else:
-                x = a_desc.load([om + tl.where(step % 3 == 0, M, 0), k0])
+            x = a_desc.load([om + tl.where(step % 3 == 0, M, 0), k0])
             y = b_desc.load([on + tl.where(step % 3 == 1, N, 0), k0])
             part = tl.dot(x, y.T, part, input_precision="tf32")
             if step % (3 * FLUSH) == 3 * FLUSH - 1:
@@ -378,19 +320,14 @@ def _matmul_tma(
     a_desc, a_lo_desc, b_desc, b_lo_desc, c, M, N, K,
     OPS: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
     FLUSH: tl.constexpr, C_TMA: tl.constexpr, PROGRAMS: tl.constexpr, PERSISTENT: tl.constexpr,
-    CARRY_A: tl.constexpr,
 ):  # fmt: skip
     if PERSISTENT:  # as in _matmul_ptr
         for tile in tl.range(tl.program_id(0), tl.cdiv(M, BM) * tl.cdiv(N, BN), PROGRAMS, flatten=True):
             om, on = _tile_origin(tile, M, N, BM, BN, GROUP_M)
-            _product_tile_tma(
-                a_desc, a_lo_desc, b_desc, b_lo_desc, c, M, N, K, om, on, OPS, BM, BN, BK, FLUSH, C_TMA, CARRY_A
-            )
+            _product_tile_tma(a_desc, a_lo_desc, b_desc, b_lo_desc, c, M, N, K, om, on, OPS, BM, BN, BK, FLUSH, C_TMA)
     else:
         om, on = _tile_origin(tl.program_id(0), M, N, BM, BN, GROUP_M)
-        _product_tile_tma(
-            a_desc, a_lo_desc, b_desc, b_lo_desc, c, M, N, K, om, on, OPS, BM, BN, BK, FLUSH, C_TMA, CARRY_A
-        )
+        _product_tile_tma(a_desc, a_lo_desc, b_desc, b_lo_desc, c, M, N, K, om, on, OPS, BM, BN, BK, FLUSH, C_TMA)
 
 
 def _tma_ok(*tensors) -> bool:
@@ -421,7 +358,7 @@ def launches(
         grid = (triton.cdiv(a.numel(), block),)
         steps.append((_split_tf32, grid, (a, a_hi, a_lo, a.numel()), {"BLOCK": block, "num_warps": 8}))
         a = a_hi
-    if ops in ("presplit", "split_a", "one_dot", "one_dot_a"):
+    if ops in ("presplit", "split_a", "one_dot"):
         bt_halves = torch.empty((2 * N, K), device=b.device, dtype=torch.float32)
         bt_hi, b_lo = bt_halves[:N], bt_halves[N:]
         tile = cfg["split_tile"]
@@ -435,20 +372,16 @@ def launches(
     programs = _programs(tiles, cfg, c.device)
     options = {
         "OPS": OPS.index(ops), "BM": bm, "BN": bn, "BK": bk, "GROUP_M": cfg["GROUP_M"], "FLUSH": cfg["flush"],
-        "PROGRAMS": programs, "PERSISTENT": cfg["persistent"], "CARRY_A": cfg["carry_a"], "num_warps": cfg["num_warps"],
+        "PROGRAMS": programs, "PERSISTENT": cfg["persistent"], "num_warps": cfg["num_warps"],
         "num_stages": cfg["num_stages"],
     }  # fmt: skip
     if cfg["tma"] and _tma_ok(*[t for t in (a, a_lo, b, b_lo, c) if t is not None]):
         b_block = [bk, bn] if ops in ("split_b", "tf32x3") else [bn, bk]
         if ops == "one_dot":  # the stacked halves, one descriptor each
             operands = ((a_halves, [bm, bk]), (None, None), (bt_halves, b_block), (None, None))
-        elif ops == "one_dot_a":  # A raw, B^T's stacked halves
-            operands = ((a, [bm, bk]), (None, None), (bt_halves, b_block), (None, None))
         else:
             operands = ((a, [bm, bk]), (a_lo, [bm, bk]), (b, b_block), (b_lo, b_block))
         descs = [TensorDescriptor.from_tensor(t, block) if t is not None else None for t, block in operands]
-        if cfg["carry_a"]:
-            descs[0] = a  # loaded by pointer: a masked load moves no bytes at the steps that keep the tile
         out = TensorDescriptor.from_tensor(c, [bm, bn]) if cfg["c_tma"] else c
         steps.append((_matmul_tma, (programs,), (*descs, out, M, N, K), options | {"C_TMA": cfg["c_tma"]}))
     else:

@@ -111,6 +111,15 @@ def _launch_tuned(x: torch.Tensor, y: torch.Tensor, n: int) -> None:
     _TUNED[key] = make_plan(compiled, grid, (block, wide, False))
 
 
+def chosen_configs() -> dict:
+    """The autotuner's pick per key it has tuned (the size and WIDE, then Triton's own key parts), as the bench
+    records it beside each run (kernels/RESULTS.md: the chosen config per shape)."""
+    return {
+        repr(key): {"BLOCK": cfg.kwargs["BLOCK"], "num_warps": cfg.num_warps}
+        for key, cfg in getattr(_gelu_autotuned, "cache", {}).items()
+    }
+
+
 def new_gelu(x: torch.Tensor, variant: str | None = None) -> torch.Tensor:
     x = x.contiguous()
     y = torch.empty_like(x)

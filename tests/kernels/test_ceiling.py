@@ -8,10 +8,11 @@ from bench.kernels import ceiling
 
 def _bench(tmp_path):
     doc = {
+        "environment": {"copy_tb_s": 2.0},
         "problems": {
-            "a": {"eager_ms": 4.0, "floor_ms": 1.0, "ours_ms": 2.0},
-            "b": {"eager_ms": 9.0, "floor_ms": 1.0, "ours_ms": 1.0},
-        }
+            "a": {"eager_ms": 4.0, "floor_ms": 1.0, "floor_bytes": 4e9, "ours_ms": 2.0, "variant_ms": {"v": 1.0}},
+            "b": {"eager_ms": 9.0, "floor_ms": 1.0, "floor_bytes": 2e9, "ours_ms": 1.0},
+        },
     }
     path = tmp_path / "h200.json"
     path.write_text(json.dumps(doc))
@@ -38,3 +39,10 @@ def test_v2_check_has_no_host_part(tmp_path):
     (row,) = ceiling.report_v2(path)
     assert "| 2 | 3.000 | 6.000 | 50.0 % | a 50 % |" in row
     assert ceiling.main([str(path), "--version", "2"]) == 0
+
+
+def test_bench_ceiling_on_another_card_and_with_a_variant_shipped_after_the_run(tmp_path):
+    """--card-floors: 4e9 bytes at the run's 2 TB/s is 2 ms; --ours a=v: a's variant time (1 ms) counts as ours."""
+    text = "\n".join(ceiling.report_bench(_bench(tmp_path), 4.3, card_floors=True, ours={"a": "v"}))
+    assert "| a | 4.000 | 2.000 | 1.000 | 200 % | 2.00× | 4.00× |" in text
+    assert f"ceiling **{math.sqrt(2 * 9):.3f}**" in text

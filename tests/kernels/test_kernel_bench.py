@@ -84,3 +84,15 @@ def test_a_failing_variant_leaves_the_shipped_version_selected(bench):
     finally:
         del route.VARIANTS["unbuildable"]
         bench.SHAPE, bench.DEVICE = "full", "cuda"
+
+
+def test_the_chosen_config_is_recorded_and_rendered(bench, recorded):
+    """A fixed route records its VARIANTS["default"]; an autotuned one (new_gelu) what its autotuner picked."""
+    fixed = importlib.import_module("kernels.triton.cross_entropy")
+    assert bench.chosen_config(fixed) == {"fixed": fixed.VARIANTS["default"]}
+    tuned = importlib.import_module("kernels.triton.new_gelu")
+    assert bench.chosen_config(tuned) == {"autotuned": tuned.chosen_configs()}
+    run = json.loads(json.dumps(recorded))
+    run["problems"]["cross_entropy"]["chosen_config"] = bench.chosen_config(fixed)
+    text = bench.render(run)
+    assert "| cross_entropy | 32768 × 4096 | `" in text and '"mode": "persistent"' in text
