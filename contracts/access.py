@@ -125,6 +125,7 @@ class Action(Enum):
     SUBMIT_JOB = "submit a job"
     CANCEL_JOB = "cancel a job"
     RELEASE_JOB = "release a job"
+    READ_THREADS = "read issues, pull requests, reviews and comments"
     OPEN_ISSUE = "open an issue"
     COMMENT = "comment on an issue or pull request"
     CLOSE_ISSUE = "close or reopen an issue"
@@ -197,6 +198,16 @@ def _signed_in(actor: Actor, action: Action, _target: Target) -> Refusal | None:
     return None
 
 
+def _speaks_for_a_person(actor: Actor, action: Action, target: Target) -> Refusal | None:
+    """Writing to the project's conversation: people and their agents. A service identity speaks for nobody: the web
+    board's (system:web) reads issues and pull requests to show them publicly, and writes none."""
+    if refusal := _signed_in(actor, action, target):
+        return refusal
+    if actor.kind == SERVICE:
+        return denied(f"a service identity does not {action.value} ({actor.name} speaks for nobody)", "service")
+    return None
+
+
 def _maintainer_role(actor: Actor, action: Action, _target: Target) -> Refusal | None:
     return _role(actor, MAINTAINER, action)
 
@@ -204,7 +215,7 @@ def _maintainer_role(actor: Actor, action: Action, _target: Target) -> Refusal |
 def _not_the_authors(actor: Actor, action: Action, target: Target) -> Refusal | None:
     """A verdict on a pull request: anyone signed in but its author's side -- the author, the person it acts for and
     that person's agents -- who may comment on it. A maintainer's own pull request waits for another's approval."""
-    if refusal := _signed_in(actor, action, target):
+    if refusal := _speaks_for_a_person(actor, action, target):
         return refusal
     if actor.owner == target.owner:
         return denied(
@@ -284,17 +295,20 @@ RULES: dict[Action, Rule] = {
     Action.WRITE_JOB_REF: Rule(f"{names.SCHEDULER} only", _scheduler_only),
     Action.START_ROUTE: Rule("anyone signed in (the route belongs to the person it acts for)", _signed_in),
     Action.OPEN_PULL: Rule("the route's owner, the owner's agents, maintainers", _owner_or_maintainer),
-    Action.REVIEW_PULL: Rule("anyone signed in", _signed_in),
+    Action.REVIEW_PULL: Rule("people and agents signed in", _speaks_for_a_person),
     Action.APPROVE_PULL: Rule(
-        "anyone signed in but the pull request's author, the person it acts for and that person's agents",
+        "people and agents signed in but the pull request's author, the person it acts for and that person's agents",
         _not_the_authors,
     ),
     Action.MERGE_PULL: Rule("a maintainer in person", _maintainer_in_person),
     Action.SUBMIT_JOB: Rule("the route's owner, the owner's agents, maintainers", _owner_or_maintainer),
     Action.CANCEL_JOB: Rule("the job's owner, the owner's agents, maintainers", _owner_or_maintainer),
     Action.RELEASE_JOB: Rule("the maintainer role (an agent of a maintainer too)", _maintainer_role),
-    Action.OPEN_ISSUE: Rule("anyone signed in", _signed_in),
-    Action.COMMENT: Rule("anyone signed in", _signed_in),
+    Action.READ_THREADS: Rule(
+        f"anyone signed in, {names.WEB} included (the web board shows them publicly)", _signed_in
+    ),
+    Action.OPEN_ISSUE: Rule("people and agents signed in", _speaks_for_a_person),
+    Action.COMMENT: Rule("people and agents signed in", _speaks_for_a_person),
     Action.CLOSE_ISSUE: Rule(
         "the issue's author, the person it acts for and that person's agents, maintainers", _author_or_maintainer
     ),
@@ -380,6 +394,7 @@ PROFILES: tuple[tuple[str, Actor], ...] = (
     ("agent of a member", Actor("mia/bot", AGENT, "mia", MEMBER)),
     ("agent of a maintainer", Actor("max/bot", AGENT, "max", MAINTAINER)),
     (names.SCHEDULER, Actor(names.SCHEDULER, SERVICE, names.SCHEDULER, SIGNED_IN)),
+    (names.WEB, Actor(names.WEB, SERVICE, names.WEB, SIGNED_IN)),
     ("operator (host)", Actor.operator(names.operator("root"))),
 )
 

@@ -7,7 +7,7 @@ import grpc
 from google.protobuf import timestamp_pb2
 from kernelboard.v1 import events_pb2, ingest_pb2, ingest_pb2_grpc
 
-from contracts import limits, names
+from contracts import access, limits, names
 from contracts.refusals import clip, invalid
 from services.common.auth import current_principal
 from services.ingest import domain, store
@@ -42,6 +42,11 @@ def server_options(max_bundle_bytes: int) -> list[tuple[str, int]]:
 
 def caller() -> Actor:
     return Actor.of(current_principal())
+
+
+def reader() -> Actor:
+    """The caller, when it may read the project's issues, pull requests and their conversation (contracts.access)."""
+    return access.require(caller(), access.Action.READ_THREADS)
 
 
 def hosted_ref(value: str, field: str = "ref") -> names.Ref:
@@ -249,6 +254,7 @@ class IngestServicer(ingest_pb2_grpc.IngestServicer):
         return pull_message(await self.ingest.open_pull(caller(), route, title, body))
 
     async def GetPullRequest(self, request, context):
+        reader()
         pull = await self.ingest.get_pull(pull_number(request.number))
         return pull_message(pull, await self.ingest.pull_files(pull))
 
@@ -261,6 +267,7 @@ class IngestServicer(ingest_pb2_grpc.IngestServicer):
         return pull_message(await self.ingest.merge(caller(), pull_number(request.number)))
 
     async def ListPullRequests(self, request, context):
+        reader()
         if request.state not in ("", *PULL_STATES):
             raise invalid("state", f"state {clip(request.state)}: open or merged (or empty: both)")
         pulls = await self.ingest.list_pulls(optional_route(request.route), request.state)
@@ -287,9 +294,11 @@ class IngestServicer(ingest_pb2_grpc.IngestServicer):
         return issue_message(await self.ingest.open_issue(caller(), title, body))
 
     async def GetIssue(self, request, context):
+        reader()
         return issue_message(await self.ingest.get_issue(issue_number(request.number)))
 
     async def ListIssues(self, request, context):
+        reader()
         state = domain.check_state_filter(request.state, domain.ISSUE_STATES)
         issues, token = await self.ingest.list_issues(state, *page(request))
         return ingest_pb2.ListIssuesReply(issues=[issue_message(i) for i in issues], next_page_token=token)
@@ -306,6 +315,7 @@ class IngestServicer(ingest_pb2_grpc.IngestServicer):
         return comment_message(comment)
 
     async def ListComments(self, request, context):
+        reader()
         comments, token = await self.ingest.list_comments(*thread(request), *page(request))
         return ingest_pb2.ListCommentsReply(comments=[comment_message(c) for c in comments], next_page_token=token)
 

@@ -5,16 +5,11 @@ both (approve, request_changes, comment).
 A pull request's checks are the verifier's checks of its head commit (a route commit, checked when it was pushed).
 """
 
+from contracts.threads import VERDICTS, review_summary, verdict_name
 from services.cli import checks as kb_checks
 from services.cli.client import channel, metadata
 from services.common import text
 from services.ingest.cli_support import CliError, add, all_pages, comment_dict, emit, git, group, handler, stub, when
-
-VERDICTS = ("approve", "request_changes", "comment")  # events.proto's ReviewVerdict, REVIEW_VERDICT_<NAME>
-
-
-def verdict_name(value: int) -> str:
-    return VERDICTS[value - 1] if 1 <= value <= len(VERDICTS) else "unknown"
 
 
 def review_dict(r) -> dict:
@@ -38,13 +33,6 @@ def pull_dict(p) -> dict:
     if p.files:
         data["files"] = [{"path": f.path, "added": f.added, "deleted": f.deleted, "binary": f.binary} for f in p.files]
     return data
-
-
-def review_summary(reviews) -> str:
-    """``2 approve, 1 comment`` (each reviewer's latest verdict counts), or ``no reviews``."""
-    latest = {r.reviewer: verdict_name(r.verdict) for r in reviews}
-    counts = [f"{sum(v == name for v in latest.values())} {name}" for name in VERDICTS if name in latest.values()]
-    return ", ".join(counts) or "no reviews"
 
 
 def table(rows: list[list[str]]) -> list[str]:

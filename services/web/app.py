@@ -26,9 +26,10 @@ from contracts import names, results
 from services.common import metrics
 from services.common.logs import bind_ids, get_logger
 from services.web import chart
+from services.web import threads as thread_pages
 from services.web.feeds import Feeds
 from services.web.history_chart import history_chart
-from services.web.source import BoardSource
+from services.web.source import BoardSource, ThreadSource
 
 HERE = Path(__file__).resolve().parent
 KEEPALIVE_S = 15.0  # a comment line on an idle live stream, so that a gone reader is noticed
@@ -167,8 +168,8 @@ class PageFailed(Exception):
 
 
 @contextlib.contextmanager
-def upstream(what: str):
-    """A board service error as the page's status: NOT_FOUND 404, a refused argument 400, anything else 503."""
+def upstream(what: str, service: str = "board"):
+    """A service's error as the page's status: NOT_FOUND 404, a refused argument 400, anything else 503."""
     try:
         yield
     except grpc.aio.AioRpcError as err:
@@ -178,8 +179,8 @@ def upstream(what: str):
         if code == grpc.StatusCode.INVALID_ARGUMENT:
             raise PageFailed(400, err.details() or f"a bad {what} request") from None
         if code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
-            log.error("the board service refused the web's identity", code=code.name, detail=err.details())
-        raise PageFailed(503, f"the board service is unavailable ({code.name})") from None
+            log.error(f"the {service} service refused the web's identity", code=code.name, detail=err.details())
+        raise PageFailed(503, f"the {service} service is unavailable ({code.name})") from None
 
 
 # ---- pages -------------------------------------------------------------------------------------------------------
@@ -381,7 +382,7 @@ async def _stop_following(app: web.Application) -> None:
     await app[FEEDS].close()
 
 
-def make_app(source: BoardSource, *, max_live: int = DEFAULT_MAX_LIVE) -> web.Application:
+def make_app(source: BoardSource, threads: ThreadSource, *, max_live: int = DEFAULT_MAX_LIVE) -> web.Application:
     app = web.Application(middlewares=[observed], handler_args={"max_field_size": 8190})
     app[SOURCE] = source
     app[LIVE] = set()
@@ -398,6 +399,7 @@ def make_app(source: BoardSource, *, max_live: int = DEFAULT_MAX_LIVE) -> web.Ap
     app.router.add_get("/route/{route:[^/]+}/check/{check_id:[^/]+}", check_page, name="check")
     app.router.add_get("/route/{route:.+}", route_page, name="route")
     app.router.add_get(f"/live/{version}", live, name="live")
+    thread_pages.add_routes(app, threads, page, lambda what: upstream(what, "ingest"))
     app.router.add_get("/healthz", healthz, name="healthz")
     app.router.add_static("/static/", HERE / "static", name="static", append_version=False)
     app.on_shutdown.append(_end_live_streams)

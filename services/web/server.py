@@ -8,6 +8,7 @@ cannot rank anything differently. It signs in as system:web (the token file that
 |---|---|
 | ``KB_WEB_PORT``, ``KB_WEB_METRICS_PORT`` | 8080 and 9106 |
 | ``KB_BOARD_ADDR`` | where the board service answers: 127.0.0.1:50054 |
+| ``KB_INGEST_ADDR`` | where ingest answers (issues and pull requests): 127.0.0.1:50051 |
 | ``KB_WEB_TOKEN_FILE`` | the token of system:web: ``$KB_HOME/web.token`` |
 | ``KB_WEB_MAX_LIVE`` | live readers served at once (all share one WatchBoard stream per board): 2000 |
 """
@@ -22,7 +23,7 @@ from services.common import metrics
 from services.common.config import HTTP_PORTS, METRICS_PORTS, Settings, env_number
 from services.common.logs import configure_logging, get_logger
 from services.web.app import DEFAULT_MAX_LIVE, make_app
-from services.web.source import BoardSource, MissingToken, read_token, token_path
+from services.web.source import BoardSource, MissingToken, ThreadSource, read_token, token_path
 
 log = get_logger()
 
@@ -39,7 +40,8 @@ async def run(settings: Settings, environ=None) -> None:
     except OSError as err:
         raise OSError(f"web: cannot serve /metrics on port {metrics_port}: {err}") from None
     source = BoardSource(board_address, token)
-    runner = web.AppRunner(make_app(source, max_live=max_live), access_log=None, shutdown_timeout=5.0)
+    threads = ThreadSource(settings.grpc_address("ingest", env), token)
+    runner = web.AppRunner(make_app(source, threads, max_live=max_live), access_log=None, shutdown_timeout=5.0)
     await runner.setup()
     try:
         site = web.TCPSite(runner, "0.0.0.0", port, reuse_port=False)
@@ -57,6 +59,7 @@ async def run(settings: Settings, environ=None) -> None:
     finally:
         await runner.cleanup()  # on_shutdown ends the live streams first
         await source.close()
+        await threads.close()
         log.info("stopped")
 
 

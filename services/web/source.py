@@ -1,4 +1,5 @@
-"""Adapter: the board service's read RPCs, called as the web's own service identity (system:web).
+"""Adapters: the board service's read RPCs, and ingest's reads of issues and pull requests, called as the web's own
+service identity (system:web), which contracts/access.py lets read them (READ_THREADS) and write nothing.
 
 The web board reads the same projection GetBoard serves, through GetBoard itself: it ranks nothing of its own.
 """
@@ -8,7 +9,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
-from kernelboard.v1 import board_pb2, board_pb2_grpc
+from kernelboard.v1 import board_pb2, board_pb2_grpc, ingest_pb2, ingest_pb2_grpc
 
 from contracts import names
 from services.common import metrics
@@ -97,3 +98,52 @@ class BoardSource:
                 return f"the board service refuses the token of {names.WEB} ({err.code().name})"
             return f"the board service does not answer ({err.code().name})"
         return ""
+
+
+THREAD_PAGE = 50  # issues and comments per page, as ingest pages them
+
+
+class ThreadSource:
+    """Ingest's GetIssue, ListIssues, GetPullRequest, ListPullRequests and ListComments, signed in as system:web."""
+
+    def __init__(self, address: str, token: str):
+        self.address = address
+        self._channel = grpc.aio.insecure_channel(address)
+        self._stub = ingest_pb2_grpc.IngestStub(self._channel)
+        self._metadata = (("authorization", f"Bearer {token}"),)
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    async def _call(self, method: str, request):
+        try:
+            return await getattr(self._stub, method)(request, metadata=self._metadata, timeout=CALL_TIMEOUT_S)
+        except grpc.aio.AioRpcError as err:
+            UPSTREAM_ERRORS.labels(method, err.code().name).inc()
+            raise
+
+    async def issues(self, state: str, page_token: str) -> ingest_pb2.ListIssuesReply:
+        request = ingest_pb2.ListIssuesRequest(state=state, page_size=THREAD_PAGE, page_token=page_token)
+        return await self._call("ListIssues", request)
+
+    async def issue(self, number: int) -> ingest_pb2.Issue:
+        return await self._call("GetIssue", ingest_pb2.GetIssueRequest(number=number))
+
+    async def pulls(self, state: str) -> list[ingest_pb2.PullRequest]:
+        reply = await self._call("ListPullRequests", ingest_pb2.ListPullRequestsRequest(state=state))
+        return list(reply.pull_requests)
+
+    async def pull(self, number: int) -> ingest_pb2.PullRequest:
+        return await self._call("GetPullRequest", ingest_pb2.GetPullRequestRequest(number=number))
+
+    async def comments(self, *, issue: int = 0, pull: int = 0) -> list[ingest_pb2.Comment]:
+        """Every comment of one thread, oldest first (the pages followed)."""
+        thread = {"issue_number": issue} if issue else {"pull_number": pull}  # one of the oneof, never both
+        request = ingest_pb2.ListCommentsRequest(**thread, page_size=THREAD_PAGE)
+        comments = []
+        while True:
+            reply = await self._call("ListComments", request)
+            comments += reply.comments
+            if not reply.next_page_token:
+                return comments
+            request.page_token = reply.next_page_token

@@ -107,3 +107,12 @@ def test_the_architecture_table_is_the_modules():
         "docs/ARCHITECTURE.md's access table differs from contracts.access: paste the output of "
         "`python -c 'from contracts import access; print(access.table())'` between its markers"
     )
+
+
+def test_the_web_board_reads_issues_and_pull_requests_and_writes_nothing_to_them():
+    web = Actor(names.WEB, SERVICE, names.WEB, SIGNED_IN)
+    assert access.decide(web, Action.READ_THREADS) is None
+    for action in (Action.OPEN_ISSUE, Action.COMMENT, Action.REVIEW_PULL, Action.APPROVE_PULL):
+        refusal = access.decide(web, action, Target(owner="alice", name="alice"))
+        assert refusal is not None and refusal.reason == "service", action
+    assert access.decide(Actor.operator("operator:root"), Action.READ_THREADS) is not None  # sign in to read

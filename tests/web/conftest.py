@@ -25,6 +25,9 @@ from services.common import auth
 from services.common.eventlog import EventLog
 from services.common.grpcserver import start_server
 from services.common.relay import Relay
+from services.ingest.api import add_to_server as add_ingest
+from services.ingest.app import Ingest
+from services.ingest.gitrepo import HostedRepo
 from tests.board.board_events import append_all
 from tests.common.waiting import eventually
 from tests.databases import throwaway_database
@@ -54,6 +57,7 @@ class Stack:
     tokens: dict[str, str]
     web_url: str
     metrics_url: str
+    ingest: Ingest | None = None  # with_ingest: the project's issues and pull requests, read by the web as system:web
 
     async def until_folded(self, timeout_s: float = 20) -> None:
         head = await self.log.head_position()
@@ -62,10 +66,13 @@ class Stack:
         )
 
 
-async def _web_process(board_address: str, token_file: Path, port: int, metrics_port: int, log_file: Path):
+async def _web_process(
+    board_address: str, token_file: Path, port: int, metrics_port: int, log_file: Path, ingest_address: str
+):
     env = {
         **os.environ,
         "KB_BOARD_ADDR": board_address,
+        "KB_INGEST_ADDR": ingest_address,
         "KB_WEB_TOKEN_FILE": str(token_file),
         "KB_WEB_PORT": str(port),
         "KB_WEB_METRICS_PORT": str(metrics_port),
@@ -78,8 +85,9 @@ async def _web_process(board_address: str, token_file: Path, port: int, metrics_
 
 
 @contextlib.asynccontextmanager
-async def web_stack(home: Path, events=None):
-    """The whole read path over ``events`` (default: web_events.seeded()), torn down on the way out."""
+async def web_stack(home: Path, events=None, *, with_ingest: bool = False):
+    """The whole read path over ``events`` (default: web_events.seeded()), torn down on the way out; ``with_ingest``:
+    the ingest service too (its own hosted repository), whose issues and pull requests the web reads."""
     async with throwaway_database("web") as url:
         log = await EventLog.connect(url, migrate=True)
         try:
@@ -102,9 +110,17 @@ async def web_stack(home: Path, events=None):
                 await asyncio.wait_for(background.consumer.ready.wait(), 10)
                 server = await start_server("board", add_to_server(background.projector), port=0, pool=log.pool)
                 board_address = f"127.0.0.1:{server.port}"
+                ingest, ingest_server, ingest_address = None, None, "127.0.0.1:1"  # none: its pages are unavailable
+                if with_ingest:
+                    ingest = Ingest(log, HostedRepo(home / "repo.git"))
+                    await ingest.start()
+                    ingest_server = await start_server(
+                        "ingest", lambda grpc_server: add_ingest(grpc_server, ingest), port=0, pool=log.pool
+                    )
+                    ingest_address = f"127.0.0.1:{ingest_server.port}"
                 port, metrics_port = free_port(), free_port()
                 web_log = home / "web.log"
-                web = await _web_process(board_address, token_file, port, metrics_port, web_log)
+                web = await _web_process(board_address, token_file, port, metrics_port, web_log, ingest_address)
                 stack = Stack(
                     log,
                     background,
@@ -112,6 +128,7 @@ async def web_stack(home: Path, events=None):
                     tokens,
                     f"http://127.0.0.1:{port}",
                     f"http://127.0.0.1:{metrics_port}/metrics",
+                    ingest,
                 )
                 try:
                     await _until_healthy(stack.web_url, web, web_log)
@@ -121,6 +138,9 @@ async def web_stack(home: Path, events=None):
                     web.terminate()
                     await asyncio.wait_for(web.wait(), 20)
                     await server.stop(0)
+                    if ingest is not None:
+                        await ingest_server.stop(0)
+                        await ingest.stop()
                     await background.stop()
                     await relay.stop()
                     await asyncio.wait_for(relay_task, 10)

@@ -12,7 +12,7 @@ from kernelboard.v1 import events_pb2
 
 from services.common.eventlog import NewEvent
 from services.web import app, chart
-from services.web.source import BoardSource
+from services.web.source import BoardSource, ThreadSource
 from tests.board.board_events import append_all
 from tests.common.waiting import eventually
 
@@ -94,7 +94,7 @@ async def test_the_live_stream_sends_the_board_as_escaped_html_with_its_log_posi
 
 async def test_live_streams_past_the_limit_are_refused_and_the_metrics_count_them(stack):
     source = BoardSource(stack.board_address, stack.tokens["system:web"])
-    client = TestClient(TestServer(app.make_app(source, max_live=1)))
+    client = TestClient(TestServer(app.make_app(source, ThreadSource("127.0.0.1:1", "unused"), max_live=1)))
     await client.start_server()
     try:
         first = await client.get("/live/0")
@@ -115,7 +115,7 @@ async def test_live_streams_past_the_limit_are_refused_and_the_metrics_count_the
 
 async def test_a_revoked_token_turns_every_page_into_unavailable_not_into_an_error(stack):
     source = BoardSource(stack.board_address, "kb_" + "0" * 43)
-    client = TestClient(TestServer(app.make_app(source)))
+    client = TestClient(TestServer(app.make_app(source, ThreadSource("127.0.0.1:1", "unused"))))
     await client.start_server()
     try:
         page = await client.get("/")
