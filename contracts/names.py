@@ -79,7 +79,7 @@ JOB_PREFIX = "refs/jobs/"
 PULL_PREFIX = "refs/pull/"
 
 SCHEDULER = "system:scheduler"  # the only identity that writes refs/jobs/*
-WEB = "system:web"  # the web board's: signed in, no role; it reads the board and nothing else
+WEB = "system:web"  # the web board's: signed in, no role; it reads the board, issues and pull requests, writes nothing
 SERVICE_PREFIX = "system:"
 
 REF_MAX_CHARS = 100

@@ -344,12 +344,12 @@ def test_the_scheduler_also_reaches_ingest_and_slurm(rendered):
     }
 
 
-def test_the_web_board_is_public_reaches_only_the_board_service_and_reads_its_token_from_a_secret(rendered):
+def test_the_web_board_is_public_reaches_only_the_board_and_ingest_and_reads_its_token_from_a_secret(rendered):
     overlay, _, objects = rendered
     deployment = find(objects, "Deployment", "web")
     pod = deployment["spec"]["template"]
     labels = pod["metadata"]["labels"]
-    assert egress_of(objects, labels) == DNS | {("board", "50054")}
+    assert egress_of(objects, labels) == DNS | {("board", "50054"), ("ingest", "50051")}  # issues and pull requests
     public = [
         p
         for p in find(objects, "NetworkPolicy")
