@@ -1,5 +1,6 @@
 """Hostile requests for the property tests of every RPC (issue 12), generated from each request message's descriptor,
-and the statuses each RPC documents in its proto's comments ("Statuses: ...").
+and the statuses each RPC documents in its proto's comments ("Statuses: ..."); ``rpc_suite``, the one hostile-RPC
+suite, which each service's test module runs against its own running service.
 
 A string field gets well-formed identifiers, the same with a trailing newline, a NUL, a bidi override or a space,
 arbitrary text, and huge values (100 KB refs, 3 MB names); numbers their type's extremes (2^62, 3e11, negatives);
@@ -8,12 +9,15 @@ enums values outside the enum; bytes random or a bundle header with nothing afte
 
 import asyncio
 import re
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
+import pytest
 from google.protobuf.descriptor import FieldDescriptor
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 PROTOS = Path(__file__).resolve().parents[2] / "protos" / "kernelboard" / "v1"
@@ -218,3 +222,59 @@ def raw_call(channel, service: str, method: str, raw: bytes, client_streaming: b
     if server_streaming:
         return channel.unary_stream(path)(raw, metadata=metadata)
     return channel.unary_unary(path)(raw, metadata=metadata)
+
+
+# --- the suite: every RPC of one service, hostile requests and undecodable bytes ------------------------------------
+
+
+@dataclass(frozen=True)
+class Served:
+    """One running service as the hostile suite sees it: its stub and address, the metadata a caller signs in with,
+    and what a refusal must leave as it was (read before and after each call)."""
+
+    stub: object
+    address: str
+    signed_in: Callable[[str], tuple]
+    written: Callable[[], Awaitable[object]]
+
+
+def rpc_suite(service: str, pb2_module, callers: Sequence[str], *, first_message_within_s: float = 3.0):
+    """The two hostile-RPC tests of ``service`` (its proto is ``<service>.proto``), for its test module to name; that
+    module gives a fixture ``hostile_target`` returning a ``Served``. Each call ends with a status its proto
+    documents, never UNKNOWN or INTERNAL, with a short message; a refusal writes nothing; the service stays
+    SERVING."""
+    allowed = documented_statuses(f"{service.lower()}.proto", service)
+    shapes = {name: shape for name, *shape in rpcs(pb2_module, service)}
+    full_name = f"kernelboard.v1.{service}"
+
+    async def refused_writes_nothing(target: Served, method: str, call, client_streaming: bool = False) -> None:
+        before = await target.written()
+        code, details = await outcome(call, first_message_within_s=first_message_within_s)
+        assert_documented(method, allowed, code, details, client_streaming)
+        if code != grpc.StatusCode.OK:
+            assert await target.written() == before, f"{method} refused ({code.name}) yet wrote: {details[:200]}"
+
+    @pytest.mark.parametrize("method", sorted(shapes))
+    @HOSTILE_SETTINGS
+    @given(data=st.data(), who=st.sampled_from(list(callers)))
+    async def test_every_rpc_answers_hostile_requests_with_a_documented_status(hostile_target, method, data, who):
+        request_class, client_streaming, _server_streaming = shapes[method]
+        request = data.draw(request_for(request_class, client_streaming))
+        call = invoke(hostile_target.stub, method, request, client_streaming, hostile_target.signed_in(who))
+        await refused_writes_nothing(hostile_target, method, call, client_streaming)
+        await assert_serving(hostile_target.address)
+
+    @pytest.mark.parametrize("method", sorted(shapes))
+    @HOSTILE_SETTINGS
+    @given(raw=undecodable)
+    async def test_every_rpc_refuses_bytes_that_are_not_its_message(hostile_target, method, raw):
+        _request_class, client_streaming, server_streaming = shapes[method]
+        metadata = hostile_target.signed_in(callers[0])
+        async with grpc.aio.insecure_channel(hostile_target.address) as channel:
+            call = raw_call(channel, full_name, method, raw, client_streaming, server_streaming, metadata)
+            await refused_writes_nothing(hostile_target, method, call)
+
+    return (
+        test_every_rpc_answers_hostile_requests_with_a_documented_status,
+        test_every_rpc_refuses_bytes_that_are_not_its_message,
+    )
