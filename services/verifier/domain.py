@@ -29,6 +29,7 @@ NO_METRICS = "no_metrics"
 MALFORMED_METRICS = "malformed_metrics"
 CRASHED = "crashed"
 ABANDONED = "abandoned"
+WRONG_TIMING = "wrong_timing"
 NO_ROUTE = "no_route"
 
 
@@ -70,6 +71,9 @@ class RunOutcome:
     metrics_text: bytes | None  # the metrics file as written, None when there is none
     output_tail: str = ""  # the end of its stdout + stderr, for the log and for "could not run" reasons
     metrics_error: str = ""  # why the metrics file could not be read (e.g. a symlink), when it was there
+    # The timing protocol of the rules the run applied (guardrails.timing.protocol at the rules commit, read from the
+    # working copy before the script ran); "" when it could not be read.
+    rules_timing_protocol: str = ""
 
 
 @dataclass(frozen=True)
@@ -227,6 +231,14 @@ def judge(item: CheckItem, outcome: RunOutcome, *, host: str) -> Verdict:
     if metrics.passed is False:
         return failed(
             MALFORMED_METRICS, "the check script exited 0 but its metrics file says passed: false", *metrics.reasons
+        )
+    wanted = outcome.rules_timing_protocol
+    if metrics.timing_protocol and wanted and metrics.timing_protocol != wanted:
+        # A score timed by another rule cannot rank on this board (docs/decisions/0001-verifier-version-2.md).
+        return failed(
+            WRONG_TIMING,
+            f"the check was timed by {metrics.timing_protocol!r}, but the rules at {item.rules_commit[:12]} time by "
+            f"{wanted!r} (guardrails.timing.protocol)",
         )
     completed.passed = True
     return Verdict(completed, None)

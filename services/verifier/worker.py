@@ -19,7 +19,7 @@ from pathlib import Path
 
 import asyncpg
 
-from contracts import names
+from contracts import names, rules
 from contracts.metrics import MAX_BYTES as MAX_METRICS_BYTES
 from services.common import hostedgit, metrics
 from services.common.config import ServerConfig, Settings
@@ -225,6 +225,7 @@ class Worker:
         if not (box.work / item.script).is_file():
             why = f"check script {item.script} is not in rules commit {item.rules_commit[:12]}"
             return RunOutcome(domain.EXIT_COULD_NOT_RUN, False, time.monotonic() - started, None, why)
+        protocol = rules_timing_protocol(box.work)  # read before the script runs and could touch its copy
         route_dir = names.route_dir(item.route)
         metrics_path = box.inner_path("out", item.metrics_file)
         if not self.config.sandbox.isolate:
@@ -243,6 +244,7 @@ class Worker:
             metrics_text=metrics_text,
             output_tail=finished.output_tail,
             metrics_error=metrics_error,
+            rules_timing_protocol=protocol,
         )
 
     def script_env(self, item: CheckItem, box: Box, route_dir: str, metrics_path: str) -> dict[str, str]:
@@ -257,6 +259,15 @@ class Worker:
             check_name=item.check_name,
             sha=item.sha,
         )
+
+
+def rules_timing_protocol(work: Path) -> str:
+    """guardrails.timing.protocol of the rules in a check's working copy (from the rules commit, never the route's);
+    "" when they cannot be read: the check is then judged without that comparison."""
+    try:
+        return rules.load_file(work / rules.RULES_FILE).timing.protocol
+    except rules.RulesError:
+        return ""
 
 
 def make_workers(queue: CheckQueue, config: WorkerConfig) -> list[Worker]:

@@ -110,6 +110,34 @@ def test_a_check_carries_its_noise_and_timing_protocol_into_check_completed():
     assert "score_interval: must hold its value" in verdict.completed.reasons[0]
 
 
+def test_a_check_timed_by_another_protocol_than_its_rules_fails_saying_so():
+    timed = {**VALID, "timing_protocol": "cold-host-launch"}
+    run = RunOutcome(0, False, 2.0, json.dumps(timed).encode(), rules_timing_protocol="cold-device-blocking")
+    verdict = domain.judge(item(), run, host="h")
+    assert not verdict.completed.passed and not verdict.completed.verified
+    assert verdict.failure_reason == domain.WRONG_TIMING
+    assert (
+        "timed by 'cold-host-launch', but the rules at bbbbbbbbbbbb time by 'cold-device-blocking'"
+        in (verdict.completed.reasons[0])
+    )
+    # the same protocol, a check that does not say, or rules that could not be read: judged as before
+    for said, wanted in (
+        ({"timing_protocol": "cold-device-blocking"}, "cold-device-blocking"),
+        ({}, "cold-device-blocking"),
+        ({"timing_protocol": "cold-host-launch"}, ""),
+    ):
+        run = RunOutcome(0, False, 2.0, json.dumps({**VALID, **said}).encode(), rules_timing_protocol=wanted)
+        assert domain.judge(item(), run, host="h").completed.passed, (said, wanted)
+
+
+def test_the_worker_reads_the_rules_protocol_from_the_working_copy(tmp_path):
+    from services.verifier.worker import rules_timing_protocol
+
+    assert rules_timing_protocol(tmp_path) == ""  # no rules there
+    (tmp_path / "scienceslack.json").write_text(json.dumps(project_rules()))
+    assert rules_timing_protocol(tmp_path) == "cold-device-blocking"
+
+
 def test_a_broken_guardrail_fails_with_the_harness_reasons():
     broken = {**VALID, "passed": False, "reasons": ["new_gelu: class 3 (input mutation): ..."]}
     verdict = domain.judge(item(), outcome(1, broken), host="h")
