@@ -28,8 +28,8 @@ from services.ingest.api import add_to_server
 from services.ingest.app import Ingest
 from services.ingest.gitrepo import HostedRepo
 from services.ingest.seed import seed
-from tests.databases import create_database, drop_database
 from tests.ingest.gitwork import WorkClone
+from tests.support.databases import create_database, drop_database
 
 CHUNK = 256 * 1024
 

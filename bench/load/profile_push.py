@@ -33,7 +33,7 @@ from services.ingest.app import Ingest
 from services.ingest.gitrepo import HostedRepo
 from services.ingest.seed import seed
 from services.ingest.server import watch_children_with_pidfd
-from tests.databases import throwaway_database
+from tests.support.databases import throwaway_database
 
 spans: dict[str, list[float]] = defaultdict(list)
 

@@ -9,27 +9,17 @@ from services.board.projector import Projector
 from services.common import auth
 from services.common.eventlog import EventLog
 from services.common.grpcserver import start_server
-from tests.databases import throwaway_database
+from tests.support.databases import database_fixture, throwaway_database
 
 from .board_events import append_all, scenario
 
-
-async def _database():
-    async with throwaway_database("board") as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-async def database():
-    """The URL of a fresh database (``kb_test_board_<random>``), dropped after the module."""
-    async for url in _database():
-        yield url
+database_url = database_fixture("board")
 
 
 @pytest.fixture
 async def fresh_log():
     """A real event log on a database of its own, for one test."""
-    async for url in _database():
+    async with throwaway_database("board") as url:
         log = await EventLog.connect(url, migrate=True)
         yield log
         await log.close()

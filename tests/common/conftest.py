@@ -3,18 +3,13 @@
 import pytest
 
 from services.common.eventlog import EventLog
-from tests.databases import throwaway_database
+from tests.support.databases import database_fixture
+
+database_url = database_fixture("common")
 
 
 @pytest.fixture(scope="module")
-async def database():
-    """The URL of a fresh database (``kb_test_common_<random>``), dropped after the module."""
-    async with throwaway_database("common") as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-async def event_log(database):
-    log = await EventLog.connect(database, migrate=True)
+async def event_log(database_url):
+    log = await EventLog.connect(database_url, migrate=True)
     yield log
     await log.close()

@@ -20,7 +20,7 @@ from services.common.grpcserver import start_server
 from tests.common.principals import register, token_for
 from tests.common.servicers import add_all
 from tests.common.waiting import eventually
-from tests.databases import ADMIN_URL, throwaway_database
+from tests.support.databases import ADMIN_URL, throwaway_database
 
 NOTICE_WAIT_S = 2.0  # how long a notice may take to reach the cache
 
@@ -236,14 +236,14 @@ async def test_an_expiry_moved_into_the_past_is_honored_through_its_notice(event
     assert (await refusal(board, token)).details().startswith("token expired at 20")
 
 
-async def test_calls_bypass_the_cache_while_the_listener_is_lost_and_stay_right(event_log, database, board):
+async def test_calls_bypass_the_cache_while_the_listener_is_lost_and_stay_right(event_log, database_url, board):
     pool = event_log.pool
     name = unique("lola")
     await register(event_log, name)
     kept, revoked_meanwhile = await token_for(event_log, name), await token_for(event_log, name)
     for token in (kept, revoked_meanwhile, kept, revoked_meanwhile):
         await caller(board, token)
-    database_name = database.rsplit("/", 1)[1]
+    database_name = database_url.rsplit("/", 1)[1]
     admin = await asyncpg.connect(ADMIN_URL)
     with capture_logs() as logs:
         # Refuse new connections to this database, so that the listener stays lost until allowed again (the pool

@@ -30,9 +30,9 @@ async def kb(*args, env=None) -> tuple[int, str, str]:
 
 
 @pytest.fixture(scope="module")
-def admin(database):
+def admin(database_url):
     async def run(*args):
-        return await kb("admin", *args, env={"KB_DATABASE_URL": database})
+        return await kb("admin", *args, env={"KB_DATABASE_URL": database_url})
 
     return run
 

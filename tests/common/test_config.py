@@ -64,9 +64,9 @@ def test_a_bad_value_names_its_variable(env, message):
     assert message in str(caught.value)
 
 
-async def test_the_pool_options_size_a_real_pool(database):
+async def test_the_pool_options_size_a_real_pool(database_url):
     config = ServerConfig.from_env("verifier", {"KB_PG_POOL_MIN_SIZE": "1", "KB_PG_POOL_MAX_SIZE": "3"})
-    log = await EventLog.connect(database, **config.pool_options())
+    log = await EventLog.connect(database_url, **config.pool_options())
     try:
         assert (log.pool.get_min_size(), log.pool.get_max_size()) == (1, 3)
         assert log.pool.get_size() == 1  # min_size connections opened at start

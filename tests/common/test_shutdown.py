@@ -103,13 +103,13 @@ async def test_debug_level_logs_every_call():
     assert logged["req-fast"]["level"] == "debug" and logged["req-fast"]["duration_ms"] >= 0
 
 
-async def test_service_with_a_pool_signs_callers_in_and_closes_the_pool_on_stop(event_log, database):
+async def test_service_with_a_pool_signs_callers_in_and_closes_the_pool_on_stop(event_log, database_url):
     from services.common import auth
 
     async with event_log.pool.acquire() as conn:
         await auth.register_principal(conn, "sam", auth.PERSON, "", auth.MEMBER, log=event_log, actor="test")
         token = await auth.issue_token(conn, "sam")
-    proc, lines = await start_service(database, KB_SLOW_RPC_MS="0")  # every call logged, to see who made it
+    proc, lines = await start_service(database_url, KB_SLOW_RPC_MS="0")  # every call logged, to see who made it
     async with grpc.aio.insecure_channel(f"127.0.0.1:{lines[-1]['port']}") as channel:
         stub = board_pb2_grpc.BoardStub(channel)
         reply = await stub.GetBoard(board_pb2.GetBoardRequest(), metadata=(("authorization", f"Bearer {token}"),))

@@ -3,14 +3,10 @@
 import pytest
 
 from services.common.eventlog import EventLog
-from tests.databases import throwaway_database
 from tests.streams import throwaway_stream
+from tests.support.databases import database_fixture
 
-
-@pytest.fixture(scope="module")
-async def database_url():
-    async with throwaway_database("log") as url:
-        yield url
+database_url = database_fixture("log")
 
 
 @pytest.fixture(scope="module")

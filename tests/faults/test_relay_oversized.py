@@ -18,8 +18,8 @@ from services.common import bus
 from services.common.config import Settings
 from services.common.consumer import Consumer
 from services.common.eventlog import EventLog, NewEvent
-from tests.databases import throwaway_database
 from tests.e2e.stack import ROOT, PrivateNats, free_port, wait_for
+from tests.support.databases import throwaway_database
 
 pytestmark = pytest.mark.timeout(180)
 

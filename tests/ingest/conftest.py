@@ -16,16 +16,12 @@ from services.ingest.api import add_to_server, server_options
 from services.ingest.app import Ingest
 from services.ingest.gitrepo import HostedRepo
 from services.ingest.seed import seed
-from tests.databases import create_database, drop_database
+from tests.support.databases import database_fixture
 
 MAX_BUNDLE_BYTES = 512 * 1024
 
 
-@pytest.fixture(scope="module")
-async def database():
-    name, url = await create_database("ingest")
-    yield url
-    await drop_database(name)
+database_url = database_fixture("ingest")
 
 
 @dataclass
@@ -56,9 +52,9 @@ CAST = [
 
 
 @pytest.fixture(scope="module")
-async def stack(database, tmp_path_factory):
+async def stack(database_url, tmp_path_factory):
     home = tmp_path_factory.mktemp("kb_home")
-    log = await EventLog.connect(database)
+    log = await EventLog.connect(database_url)
     ingest = Ingest(log, HostedRepo(home / "repo.git"), max_bundle_bytes=MAX_BUNDLE_BYTES)
     await ingest.start()
     await seed(ingest, home)
@@ -78,7 +74,7 @@ async def stack(database, tmp_path_factory):
         options=server_options(MAX_BUNDLE_BYTES),
     )
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{started.port}")
-    yield Stack(log, ingest, home, ingest_pb2_grpc.IngestStub(channel), tokens, started.port, database)
+    yield Stack(log, ingest, home, ingest_pb2_grpc.IngestStub(channel), tokens, started.port, database_url)
     await channel.close()
     await started.stop(0)
     await ingest.stop()

@@ -12,7 +12,7 @@ import pytest
 from services.common.eventlog import EventLog
 from services.ingest import store
 from services.ingest.gitrepo import HostedRepo
-from tests.databases import create_database, drop_database
+from tests.support.databases import create_database, drop_database
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -27,8 +27,8 @@ from services.ingest.api import add_to_server
 from services.ingest.app import Ingest
 from services.ingest.gitrepo import HostedRepo
 from services.ingest.seed import seed
-from tests.databases import create_database, drop_database
 from tests.missing import missing_service
+from tests.support.databases import create_database, drop_database
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -11,7 +11,7 @@ from services.common.eventlog import EventLog, NewEvent
 from services.scheduler.jobdir import HostedRepo
 from services.scheduler.jobs import POLL_ERRORS, JobService, SchedulerConfig
 from services.scheduler.slurm import Slurm
-from tests.databases import create_database, drop_database
+from tests.support.databases import create_database, drop_database
 
 pytestmark = pytest.mark.slurm
 

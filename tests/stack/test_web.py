@@ -16,8 +16,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from services.common import auth
 from services.common.config import METRICS_PORTS
 from services.common.eventlog import EventLog
-from tests.databases import create_database, drop_database
 from tests.streams import delete_stream, stream_settings
+from tests.support.databases import create_database, drop_database
 
 from .conftest import free_port
 

@@ -17,18 +17,15 @@ from services.common.eventlog import EventLog, NewEvent
 from services.common.sandbox import SandboxConfig, isolation_available
 from services.verifier.queue import CheckQueue
 from services.verifier.worker import Slot, WorkerConfig
-from tests.databases import throwaway_database
 from tests.streams import delete_stream, stream_settings
+from tests.support.databases import database_fixture
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 CPU_SLOT = Slot("cpu", "cpu", "smoke", {"TRITON_INTERPRET": "1"})
 
 
-@pytest.fixture
-async def database_url():
-    async with throwaway_database("verifier") as url:
-        yield url
+database_url = database_fixture("verifier", scope="function")
 
 
 @pytest.fixture

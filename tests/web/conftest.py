@@ -30,8 +30,8 @@ from services.ingest.app import Ingest
 from services.ingest.gitrepo import HostedRepo
 from tests.board.board_events import append_all
 from tests.common.waiting import eventually
-from tests.databases import throwaway_database
 from tests.streams import throwaway_stream
+from tests.support.databases import throwaway_database
 
 from .web_events import seeded
 

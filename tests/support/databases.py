@@ -1,11 +1,13 @@
 """Throwaway PostgreSQL databases for the tests and benchmarks: each suite makes its own (kb_test_<area>_<random>)
-and drops it afterwards, so that suites can run side by side on one server."""
+and drops it afterwards, so that suites can run side by side on one server. ``database_fixture`` is the one fixture
+that gives a suite its database, as ``database_url``."""
 
 import os
 import secrets
 from contextlib import asynccontextmanager
 
 import asyncpg
+import pytest
 
 ADMIN_URL = os.environ.get("KB_TEST_PG_ADMIN", "postgresql://root@127.0.0.1:5432/postgres")
 
@@ -41,3 +43,15 @@ async def throwaway_database(area: str):
         yield url
     finally:
         await drop_database(name)
+
+
+def database_fixture(area: str, scope: str = "module"):
+    """A fixture yielding the URL of a new database (``kb_test_<area>_<random>``), dropped after ``scope``; a
+    conftest names it ``database_url``."""
+
+    @pytest.fixture(scope=scope)
+    async def database_url():
+        async with throwaway_database(area) as url:
+            yield url
+
+    return database_url
