@@ -328,7 +328,9 @@ def _launch_fused(x, w, b, y, rows, cols, eps, cfg) -> None:
     chunk = min(cfg["CHUNK"], next_power_of_2(cols))
     chunks = cdiv(cols, chunk)
     items = rows * chunks
-    programs = _fused_programs(rows, items, num_sms(x.device) * cfg["programs_per_sm"])
+    # the interpreter runs programs one after another: a meeting of several would wait forever
+    slots = 1 if _INTERPRET else num_sms(x.device) * cfg["programs_per_sm"]
+    programs = _fused_programs(rows, items, slots)
     keep_items = cfg["keep_mb"] * (1 << 20) // (chunk * 4)
 
     def body():
