@@ -81,7 +81,7 @@ def _sweep_json(tmp_path, final: dict, ok: dict) -> Path:
     return path
 
 
-def test_ship_makes_a_clear_winner_the_default_and_keeps_the_shipped_one_otherwise(tmp_path):
+def test_ship_makes_a_clear_winner_the_default_and_keeps_the_shipped_one_otherwise(tmp_path, monkeypatch):
     """A device call measures, ships and verifies in one go: the route's default changes only for a finalist that
     passed its checks and beats the shipped default from an idle GPU by the margin."""
     shipped = sweep.cfg_name(VARIANTS["default"])
@@ -98,6 +98,7 @@ def test_ship_makes_a_clear_winner_the_default_and_keeps_the_shipped_one_otherwi
 
     assert sweep.ship(_sweep_json(tmp_path, {shipped: 1.40, winner: 1.20, wrong: 1.30}, {}), route) == 0
     namespace: dict = {"__name__": "shipped_matmul"}
+    monkeypatch.syspath_prepend(str(ROOT / "kernels" / "triton"))  # as the harness loads a route: launch.py beside it
     exec(compile(route.read_text(), str(route), "exec"), namespace)
     assert namespace["VARIANTS"]["default"] == sweep.candidates()[winner]
     assert route.read_text().count('"default":') == 1
