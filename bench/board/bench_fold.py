@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import eventgen  # noqa: E402
 
-from services.board import codec, projection, views  # noqa: E402
+from services.board import codec, projection, standing, views  # noqa: E402
 
 
 def main() -> None:
@@ -51,7 +51,7 @@ def main() -> None:
 
     state = projection.fold(events)
     started = time.perf_counter()
-    newest = views.board_view(state, state.boards[projection.newest_version(state)])
+    newest = views.board_view(state, state.boards[standing.newest_version(state)])
     view_ms = (time.perf_counter() - started) * 1000
     started = time.perf_counter()
     rows = codec.state_rows(state)

@@ -8,7 +8,7 @@ from kernelboard.v1 import board_pb2, board_pb2_grpc, events_pb2
 
 from contracts import access, names
 from contracts.refusals import clip, conflict, invalid, not_found, precondition
-from services.board import projection
+from services.board import standing
 from services.board.projection import SET_STATUSES
 from services.board.projector import Projector, UnknownBoard
 from services.common import metrics
@@ -136,7 +136,7 @@ class BoardServicer(board_pb2_grpc.BoardServicer):
         if not reason:
             doing = "reinstate" if request.reinstate else "disqualify"
             raise invalid("reason_required", f"a reason is required to {doing} a check")
-        found = projection.find_pass(self.projector.state, check_id)
+        found = standing.find_pass(self.projector.state, check_id)
         if found is None:
             raise not_found("unknown_check", f"no verified check {check_id} on any board (only those rank)")
         version, route, placed = found

@@ -17,7 +17,7 @@ from contextlib import aclosing
 from kernelboard.v1 import board_pb2, events_pb2
 
 from contracts.refusals import Refusal
-from services.board import projection, store, views
+from services.board import projection, standing, store, views
 from services.board.projection import State
 from services.common import metrics
 from services.common.logs import get_logger
@@ -193,7 +193,7 @@ class Projector:
         """``version``, or the newest for 0; raises UnknownBoard naming the boards there are."""
         state = self.state
         if version == 0:
-            newest = projection.newest_version(state)
+            newest = standing.newest_version(state)
             if newest == 0:
                 raise UnknownBoard("no board yet: no rules have been approved and no result has been recorded")
             return newest

@@ -3,7 +3,7 @@
 from google.protobuf.timestamp_pb2 import Timestamp
 from kernelboard.v1 import board_pb2, events_pb2
 
-from services.board import projection
+from services.board import standing
 from services.board.projection import Board, Entry, State
 
 HISTORY_SHOWN = 100  # history entries per board in a route's view, the latest
@@ -49,8 +49,8 @@ def entry(route: str, row: Entry, *, rank: int, owner: str, adopted: bool, tied:
 def card(state: State, board: Board) -> board_pb2.BenchmarkCard:
     view = board_pb2.BenchmarkCard(
         version=board.version,
-        status=projection.status(board, state.now_ns),
-        status_reason=projection.status_reason(board, state.now_ns),
+        status=standing.status(board, state.now_ns),
+        status_reason=standing.status_reason(board, state.now_ns),
     )
     rules = board.card
     if rules is not None:
@@ -71,11 +71,11 @@ def _owner(state: State, route: str) -> str:
 
 
 def board_view(state: State, board: Board) -> board_pb2.BoardView:
-    head = projection.header(state, board)
+    head = standing.header(state, board)
     view = board_pb2.BoardView(
         version=board.version,
-        status=projection.status(board, state.now_ns),
-        status_reason=projection.status_reason(board, state.now_ns),
+        status=standing.status(board, state.now_ns),
+        status_reason=standing.status_reason(board, state.now_ns),
         header=board_pb2.BoardHeader(
             agents_at_work=head.agents_at_work,
             agents_in_all=head.agents_in_all,
@@ -91,17 +91,17 @@ def board_view(state: State, board: Board) -> board_pb2.BoardView:
     routes = board.routes
     view.ranked.extend(
         entry(p.route, p.entry, rank=p.rank, tied=p.tied, owner=_owner(state, p.route), adopted=routes[p.route].adopted)
-        for p in projection.ranked(board)
+        for p in standing.ranked(board)
     )
     view.listed_beside.extend(
         entry(route, row, rank=0, owner=_owner(state, route), adopted=routes[route].adopted)
-        for route, row in projection.listed_beside(board)
+        for route, row in standing.listed_beside(board)
     )
-    view.problems.extend(problem_leader(state, leader) for leader in projection.problem_leaders(board))
+    view.problems.extend(problem_leader(state, leader) for leader in standing.problem_leaders(board))
     return view
 
 
-def problem_leader(state: State, leader: projection.Leader) -> board_pb2.ProblemLeader:
+def problem_leader(state: State, leader: standing.Leader) -> board_pb2.ProblemLeader:
     if leader.entry is None:
         return board_pb2.ProblemLeader(problem=leader.problem)
     e = leader.entry
@@ -143,19 +143,19 @@ def route_view(
             reports=on_board.reports,
         )
         owner = view.owner
-        for p in projection.ranked(board):
+        for p in standing.ranked(board):
             if p.route == route:
                 part.entries.append(
                     entry(route, p.entry, rank=p.rank, tied=p.tied, owner=owner, adopted=on_board.adopted)
                 )
-        for name, row in projection.listed_beside(board):
+        for name, row in standing.listed_beside(board):
             if name == route:
                 part.entries.append(entry(name, row, rank=0, owner=owner, adopted=on_board.adopted))
         for item in on_board.history[-HISTORY_SHOWN:]:
             event = events.get(item // 4)
             if event is None:
                 continue
-            r = projection.history_record(board, item % 4, event)
+            r = standing.history_record(board, item % 4, event)
             record = part.history.add(
                 global_position=r.position,
                 occurred_at=rfc3339(r.occurred_ns),

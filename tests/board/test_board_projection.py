@@ -2,7 +2,7 @@
 
 from kernelboard.v1 import events_pb2
 
-from services.board import codec, projection, views
+from services.board import codec, projection, standing, views
 
 from .board_events import DAY_NS, START_NS, check, envelope, report, rules, rules_json
 
@@ -21,7 +21,7 @@ def log(*payloads, actor="curator"):
 
 def board_of(events, version=None):
     state = projection.fold(events)
-    version = version or projection.newest_version(state)
+    version = version or standing.newest_version(state)
     return state, views.board_view(state, state.boards[version])
 
 
@@ -211,7 +211,7 @@ def test_issues_comments_and_joining_keep_the_header_counts():
         envelope(11, events_pb2.CommentAdded(comment_id=2, pull_number=3, body="b", author="mallory"), actor="mallory"),
     ]
     state = projection.fold(events)
-    head = projection.header(state, state.boards[1])
+    head = standing.header(state, state.boards[1])
     assert (head.agents_in_all, head.agents_at_work, head.routes) == (1, 1, 1)
     assert state.agents == {"erin/bot"}
     assert codec.state_to_json(projection.fold(events)) == codec.state_to_json(state)
