@@ -53,10 +53,11 @@ NCU_KERNELS = (
     "_chunk_moments|_normalize|_fused_layer_norm|_hold_layer_norm|_hold_log_softmax|_cross_entropy"
     "|_yardstick_copy|_yardstick_read|_matmul_ptr|_matmul_tma|_split_tf32"
 )
-# matmul configs profiled: the shipped one and the issue-18 sweep's best, beside A kept in registers a K tile
-MATMUL_PROFILED = (None, "one_dot_tma_k64_s3", "one_dot_a_carry_tma_k32_s6")
-# layer_norm variants profiled: the shipped two passes, the fused pass with and without its L2 tail, the held row
-LAYER_NORM_PROFILED = ("default", "fused_c4096_w8_p4_k24", "fused_c4096_w8_p4_k0", "hold_s16384_w8_p2")
+# matmul: the shipped one_dot and the pointer kernel that shipped before issue 39
+MATMUL_PROFILED = (None, "presplit_k32_s3")
+# variants profiled (None: the shipped default): layer_norm's two passes, its fused pass, its held row
+LAYER_NORM_PROFILED = ("default", "fused_c4096_w8_p4_k24", "hold_s16384_w8_p2")
+CROSS_ENTROPY_PROFILED = (None, "r2_c4096_w8")
 
 
 @triton.jit
@@ -104,7 +105,7 @@ def profile_target() -> None:
             print(f"profiled layer_norm {variant}", flush=True)
         del x, y, partial
         predictions, targets = cross_entropy.get_inputs("full", device=device, generator=gen)
-        for variant in (None, "persist_r1_w8_p2_s3"):
+        for variant in CROSS_ENTROPY_PROFILED:
             ce_route.cross_entropy(predictions, targets, variant)
         torch.cuda.synchronize()
         del predictions, targets
