@@ -23,9 +23,9 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from kernelboard.v1 import ingest_pb2, ingest_pb2_grpc
 
 from services.verifier.intake import CONSUMER_NAME as VERIFIER_CONSUMER
-from tests.ops.test_scrape import OWN_METRIC, free_port
 from tests.streams import delete_stream, stream_settings
 from tests.support.databases import throwaway_database
+from tests.support.services import OWN_METRIC, free_port
 
 REPO = Path(__file__).resolve().parents[2]
 IMAGE = "localhost/kernelboard:test"

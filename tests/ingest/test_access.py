@@ -8,7 +8,7 @@ from kernelboard.v1 import events_pb2, ingest_pb2
 
 from services.common import auth
 from services.common.eventlog import payload_of
-from tests.ingest.test_service import clone, push, refused, start_route
+from tests.support.ingest import clone, push, refused, start_route
 
 
 async def sign_in(stack, name: str, kind: int, owner: str, role: int) -> None:

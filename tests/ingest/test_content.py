@@ -17,7 +17,7 @@ from services.ingest import store
 from services.ingest.api import add_to_server, server_options
 from services.ingest.app import Ingest
 from tests.ingest.gitwork import WorkClone
-from tests.ingest.test_service import clone, push, refused, snapshot, start_route
+from tests.support.ingest import clone, push, refused, snapshot, start_route
 
 pytestmark = pytest.mark.timeout(300)
 

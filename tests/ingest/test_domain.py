@@ -5,7 +5,8 @@ from kernelboard.v1 import events_pb2
 
 from contracts import access, names
 from services.ingest import domain
-from services.ingest.domain import Actor, Refusal, RouteCommit
+from services.ingest.domain import Actor, RouteCommit
+from tests.support.refusals import refused
 
 ALICE = Actor("alice", domain.PERSON, "alice", events_pb2.ROLE_MEMBER)
 ALICE_AGENT = Actor("alice/agent-1", domain.AGENT, "alice", events_pb2.ROLE_MEMBER)
@@ -17,18 +18,6 @@ SHA_A, SHA_B = "a" * 40, "b" * 40
 
 def ref(name: str) -> names.Ref:
     return names.ref(name, short_forms=True)
-
-
-def refused(fn, *args, code=None, reason=None, match=None):
-    with pytest.raises(Refusal) as info:
-        fn(*args)
-    if code:
-        assert info.value.code == code
-    if reason:
-        assert info.value.reason == reason
-    if match:
-        assert match in info.value.message, info.value.message
-    return info.value
 
 
 @pytest.mark.parametrize("name", ["triton", "a1", "fast-kernels", "x" * 40])

@@ -7,7 +7,7 @@ import grpc
 import pytest
 
 from services.ingest import store
-from tests.ingest.test_service import FETCH, clone, push, start_route
+from tests.support.ingest import FETCH, clone, push, start_route
 
 
 async def git_equals_postgres(stack) -> bool:

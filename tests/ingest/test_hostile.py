@@ -20,7 +20,7 @@ from services.ingest.app import Ingest
 from services.ingest.gitrepo import HostedRepo
 from tests.ingest.conftest import MAX_BUNDLE_BYTES
 from tests.ingest.gitwork import WorkClone
-from tests.ingest.test_service import clone, push, refused, snapshot, start_route
+from tests.support.ingest import clone, push, refused, snapshot, start_route
 
 SHORT = 1024  # no refusal message may be longer: a message echoing its input fails on the client instead
 

@@ -4,8 +4,8 @@ tests/ingest/conftest.py starts: a refusal appends nothing to the log and moves 
 import pytest
 from kernelboard.v1 import ingest_pb2
 
-from tests.ingest.test_service import snapshot
 from tests.support.hostile import Served, rpc_suite
+from tests.support.ingest import snapshot
 
 
 @pytest.fixture

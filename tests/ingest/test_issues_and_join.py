@@ -13,7 +13,7 @@ from services.common.eventlog import payload_of
 from services.ingest import domain
 from services.ingest.domain import Refusal
 from tests.common.waiting import eventually
-from tests.ingest.test_service import clone, push, refused, start_route
+from tests.support.ingest import clone, push, refused, start_route
 
 PRECONDITION = grpc.StatusCode.FAILED_PRECONDITION
 INVALID = grpc.StatusCode.INVALID_ARGUMENT

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from contracts import rules_guard
 from contracts.rules import Rules, parse
 from services.common.eventlog import payload_of
-from tests.ingest.test_domain import refused as refused_pure
-from tests.ingest.test_service import clone, push, refused
+from tests.support.ingest import clone, push, refused
+from tests.support.refusals import refused as refused_pure
 
 PRECONDITION = "FAILED_PRECONDITION"
 

@@ -9,10 +9,8 @@ the committed job names and rule file are the ones exercised.
 import asyncio
 import json
 import os
-import random
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -30,19 +28,11 @@ import yaml
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from tests.ops.tools import REPO, require
+from tests.support.services import OWN_METRIC, free_port
 
 # The services whose server module is on this branch (all four once merged; the relay is always there).
 ALL_SERVICES = ("ingest", "scheduler", "verifier", "board")
 SERVICES = tuple(s for s in ALL_SERVICES if (REPO / "services" / s / "server.py").exists())
-# A metric each process exports from its start, before any traffic: proof that its own module's metrics are scraped.
-OWN_METRIC = {
-    "ingest": "kb_ingest_bundle_bytes_count",
-    "scheduler": "kb_scheduler_held_jobs",
-    "verifier": "kb_verifier_queue_depth",
-    "board": "kb_board_projection_lag_events",
-    "relay": "kb_relay_active",
-    "web": "kb_web_live_streams",
-}
 DEADLINE_S = 45
 # The real servers the tests use (the same overrides as the other suites' conftest).
 SERVER_URL = os.environ.get("KB_TEST_POSTGRES_URL", "postgresql://root@127.0.0.1:5432")
@@ -52,19 +42,6 @@ NATS_URL = os.environ.get("KB_TEST_NATS_URL", "nats://127.0.0.1:4222")
 # a growing pause.
 MACHINE_FAILURES = ("Address already in use", "too many clients already")
 START_ATTEMPTS = 4
-
-
-def free_port() -> int:
-    """A free port below the kernel's ephemeral range, so that no outgoing connection takes it before the bind."""
-    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    while True:
-        port = random.randrange(20000, low)
-        with socket.socket() as sock:
-            try:
-                sock.bind(("0.0.0.0", port))
-            except OSError:
-                continue
-            return port
 
 
 def http_get(url: str, timeout: float = 2.0) -> bytes:

@@ -13,17 +13,9 @@ import pytest
 
 from tests.common.waiting import eventually
 from tests.scheduler.conftest import ROOT
+from tests.support.scheduler import settled, show
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(300)]
-
-
-def settled(job) -> bool:
-    return job.finished and bool(job.result_sha or job.result_error)
-
-
-def show(stack, sha: str, path: str) -> str:
-    repo = str(stack.home / "repo.git")
-    return subprocess.check_output(["git", "--git-dir", repo, "show", f"{sha}:{path}"], text=True)
 
 
 @pytest.fixture

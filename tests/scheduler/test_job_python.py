@@ -7,7 +7,7 @@ import pytest
 import torch
 import triton
 
-from tests.scheduler.test_confinement import settled, show
+from tests.support.scheduler import settled, show
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(300)]
 

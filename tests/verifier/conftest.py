@@ -1,6 +1,7 @@
 """Verifier tests: a database and a JetStream stream of their own, a hosted repository built with plain git, and
 RulesApproved/CommitIngested events appended as ingest would (the ingest service is not needed)."""
 
+import asyncio
 import json
 import os
 import secrets
@@ -8,15 +9,23 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+from types import SimpleNamespace
 
+import grpc
 import pytest
-from kernelboard.v1 import events_pb2
+from kernelboard.v1 import events_pb2, verifier_pb2_grpc
 
+from services.common import auth
 from services.common.config import Settings
+from services.common.consumer import Consumer
 from services.common.eventlog import EventLog, NewEvent
+from services.common.grpcserver import start_server
+from services.common.relay import Relay
 from services.common.sandbox import SandboxConfig, isolation_available
+from services.verifier.api import ChangeFeed, add_to_server
+from services.verifier.intake import CONSUMER_NAME, EVENT_TYPES, Intake
 from services.verifier.queue import CheckQueue
-from services.verifier.worker import Slot, WorkerConfig
+from services.verifier.worker import Slot, Worker, WorkerConfig
 from tests.streams import delete_stream, stream_settings
 from tests.support.databases import database_fixture
 
@@ -182,3 +191,35 @@ def metrics_script(body: str) -> str:
         + '\ncat > "$2" <<JSON\n{"score": 1.5, "cost": 0.25, "passed": true, "runner": "cpu", '
         '"subtasks": [{"id": "new_gelu", "passed": true, "submitted": true, "speedup": 1.5}]}\nJSON\n'
     )
+
+
+@pytest.fixture
+async def service(log, stream, queue):
+    """Relay, the verifier's consumer and one CPU worker running, and its gRPC server on a free port."""
+    settings = stream
+    relay = Relay(log, settings, poll_interval_s=0.2)
+    consumer = Consumer(CONSUMER_NAME, log, settings, Intake(log, queue).handle, types=set(EVENT_TYPES))
+    worker = Worker(queue, worker_config(settings), CPU_SLOT, name="e2e")
+    feed = ChangeFeed(log.pool)
+    server = await start_server("verifier", lambda s: add_to_server(s, queue, feed), port=0, pool=log.pool)
+    tasks = [asyncio.create_task(c.run()) for c in (relay, consumer, worker)]
+    async with asyncio.timeout(30):
+        await consumer.ready.wait()
+    async with log.pool.acquire() as conn:
+        await auth.register_principal(conn, "alice", auth.PERSON, "alice", auth.MEMBER, log=log, actor="test")
+        token = await auth.issue_token(conn, "alice")
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{server.port}")
+    try:
+        yield SimpleNamespace(
+            stub=verifier_pb2_grpc.VerifierStub(channel),
+            signed_in=(("authorization", f"Bearer {token}"),),
+            address=f"127.0.0.1:{server.port}",
+            token=token,
+        )
+    finally:
+        await channel.close()
+        for component in (relay, consumer, worker):
+            await component.stop()
+        await asyncio.gather(*tasks)
+        await server.stop(0)
+        await feed.close()

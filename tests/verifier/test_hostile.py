@@ -6,8 +6,6 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from kernelboard.v1 import verifier_pb2
 
-from tests.verifier.test_service import service  # noqa: F401 - the fixture
-
 SHORT = 1024
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
 
@@ -20,7 +18,7 @@ async def refused(call, code: grpc.StatusCode) -> str:
     return info.value.details()
 
 
-async def test_bad_fields_are_refused_short(service):  # noqa: F811
+async def test_bad_fields_are_refused_short(service):
     stub, md = service.stub, service.signed_in
     for check_id in ("c" * 200_000, "00000000-0000-0000-0000-000000000000\n", ""):
         await refused(stub.GetCheck(verifier_pb2.GetCheckRequest(check_id=check_id), metadata=md), INVALID)

@@ -1,16 +1,15 @@
 """The hostile-RPC suite (tests/support/hostile.py) against the verifier's API, on the real service (relay,
-consumer, worker and gRPC server over PostgreSQL and NATS, as tests/verifier/test_service.py starts them): a refusal
+consumer, worker and gRPC server over PostgreSQL and NATS, tests/verifier/conftest.py's ``service``): a refusal
 appends nothing."""
 
 import pytest
 from kernelboard.v1 import verifier_pb2
 
 from tests.support.hostile import Served, rpc_suite
-from tests.verifier.test_service import service  # noqa: F401 - the fixture
 
 
 @pytest.fixture
-def hostile_target(log, service) -> Served:  # noqa: F811
+def hostile_target(log, service) -> Served:
     return Served(service.stub, service.address, lambda _who: service.signed_in, log.head_position)
 
 

@@ -16,7 +16,6 @@ from services.ingest.app import Ingest
 from services.ingest.gitrepo import HostedRepo
 from services.ingest.seed import EARLIER_RULES, seed
 from tests.verifier.conftest import REPO, metrics_script, rules_with_checks
-from tests.verifier.test_service import service  # noqa: F401  (the verifier: relay, consumer, worker, gRPC)
 
 BROKEN = (
     'if [ -e "$1/broken.txt" ]; then printf %s \'{"score": 0, "cost": 0, "passed": false, "runner": "cpu", '
@@ -47,7 +46,7 @@ def kb(env, cwd, *args):
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=200)
 
 
-async def test_kb_push_prints_its_check_and_wait_follows_it_to_the_verdict(log, home, service, tmp_path):  # noqa: F811
+async def test_kb_push_prints_its_check_and_wait_follows_it_to_the_verdict(log, home, service, tmp_path):
     ingest = Ingest(log, HostedRepo(home / "repo.git"))
     await ingest.start()
     await seed(ingest, home, project=project(tmp_path))

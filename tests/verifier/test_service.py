@@ -4,67 +4,27 @@ running the real harness (smoke shapes, TRITON_INTERPRET=1) in the sandbox, and 
 import asyncio
 import json
 import re
-from types import SimpleNamespace
 
 import grpc
 import pytest
-from kernelboard.v1 import verifier_pb2, verifier_pb2_grpc
+from kernelboard.v1 import verifier_pb2
 
 from contracts.metrics import VERIFIER_VERSION
 from services.cli.main import main as kb_main
-from services.common import auth, metrics
-from services.common.consumer import Consumer
-from services.common.grpcserver import start_server
-from services.common.relay import Relay
-from services.verifier.api import ChangeFeed, add_to_server, queue_places
-from services.verifier.intake import CONSUMER_NAME, EVENT_TYPES, Intake
-from services.verifier.worker import Worker
+from services.common import metrics
+from services.verifier.api import queue_places
 from tests.verifier.conftest import (
-    CPU_SLOT,
     REPO,
     approve_rules,
     metrics_script,
     project_rules,
     push_route,
     rules_with_checks,
-    worker_config,
 )
 
 CHECK_ROW = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}  ")
 REFERENCE_ROUTE = {"new_gelu.py": (REPO / "tests/harness/routes/reference/new_gelu.py").read_text()}
 CHEATING_ROUTE = {"new_gelu.py": (REPO / "tests/harness/cheats/c03_input_mutation/new_gelu.py").read_text()}
-
-
-@pytest.fixture
-async def service(log, stream, queue):
-    """Relay, the verifier's consumer and one CPU worker running, and its gRPC server on a free port."""
-    settings = stream
-    relay = Relay(log, settings, poll_interval_s=0.2)
-    consumer = Consumer(CONSUMER_NAME, log, settings, Intake(log, queue).handle, types=set(EVENT_TYPES))
-    worker = Worker(queue, worker_config(settings), CPU_SLOT, name="e2e")
-    feed = ChangeFeed(log.pool)
-    server = await start_server("verifier", lambda s: add_to_server(s, queue, feed), port=0, pool=log.pool)
-    tasks = [asyncio.create_task(c.run()) for c in (relay, consumer, worker)]
-    async with asyncio.timeout(30):
-        await consumer.ready.wait()
-    async with log.pool.acquire() as conn:
-        await auth.register_principal(conn, "alice", auth.PERSON, "alice", auth.MEMBER, log=log, actor="test")
-        token = await auth.issue_token(conn, "alice")
-    channel = grpc.aio.insecure_channel(f"127.0.0.1:{server.port}")
-    try:
-        yield SimpleNamespace(
-            stub=verifier_pb2_grpc.VerifierStub(channel),
-            signed_in=(("authorization", f"Bearer {token}"),),
-            address=f"127.0.0.1:{server.port}",
-            token=token,
-        )
-    finally:
-        await channel.close()
-        for component in (relay, consumer, worker):
-            await component.stop()
-        await asyncio.gather(*tasks)
-        await server.stop(0)
-        await feed.close()
 
 
 async def test_pushed_routes_are_verified_and_watched_over_grpc(log, repo, service):
