@@ -14,10 +14,10 @@ import asyncio
 import json
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
+from tests.e2e.actions import commit_and_push, completed_checks, git, issue_token, kb_json, start_and_clone
 from tests.e2e.invariants import assert_board_rebuilds, read_log
 from tests.e2e.stack import ROOT, wait_for
 
@@ -30,28 +30,8 @@ HELPERS = ("launch.py",)  # hinge_loss imports the route's launch helper (kernel
 CHECK_DEADLINE_S = 420  # a CPU check of two kernels takes ~40-70 s on this loaded 2-core machine; several queue up
 
 
-def git(*argv, cwd: Path, env) -> str:
-    return subprocess.run(["git", *argv], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout.strip()
-
-
-def kb_json(stack, *argv, token, cwd=None):
-    return json.loads(stack.kb(*argv, "--json", token=token, cwd=cwd).stdout)
-
-
-async def completed_checks(stack, sha: str) -> list:
-    return [
-        e.check_completed
-        for e in await read_log(stack.database_url)
-        if e.WhichOneof("payload") == "check_completed" and e.check_completed.sha == sha
-    ]
-
-
 def _beside(board: dict, route: str) -> dict | None:
     return next((e for e in board.get("listed_beside", []) if e["route"] == route), None)
-
-
-def issue_token(stack, name: str) -> str:
-    return stack.kb("admin", "token", "issue", name).stdout.strip().splitlines()[-1].split()[-1]
 
 
 @pytest.fixture(scope="module")
@@ -65,21 +45,6 @@ def people(stack):
         "agent": issue_token(stack, "alice/agent-1"),
         "mallory": issue_token(stack, "mallory"),
     }
-
-
-def start_and_clone(stack, route: str, token: str) -> Path:
-    stack.kb("route", "start", route, token=token)
-    clone = stack.root / f"clone-{route}"
-    stack.kb("clone", str(clone), "--route", route, token=token)
-    return clone
-
-
-def commit_and_push(stack, clone: Path, token: str, message: str) -> str:
-    env = stack.env()
-    git("add", "-A", cwd=clone, env=env)
-    git("commit", "-q", "-m", message, cwd=clone, env=env)
-    stack.kb("push", "-C", str(clone), token=token)
-    return git("rev-parse", "HEAD", cwd=clone, env=env)
 
 
 async def wait_job(stack, job_id: str, token: str, done, what: str, deadline_s: float = 180) -> dict:

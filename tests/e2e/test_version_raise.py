@@ -12,9 +12,9 @@ import shutil
 import pytest
 
 from services.ingest.seed import PROJECT
+from tests.e2e.actions import commit_and_push, completed_checks, git, issue_token, kb_json, start_and_clone
 from tests.e2e.invariants import assert_board_rebuilds, read_log
 from tests.e2e.stack import ROOT, Stack, slurm_conf, wait_for
-from tests.e2e.test_flow import commit_and_push, completed_checks, git, issue_token, kb_json, start_and_clone
 
 pytestmark = pytest.mark.timeout(900)
 
