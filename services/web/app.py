@@ -399,7 +399,7 @@ def make_app(source: BoardSource, threads: ThreadSource, *, max_live: int = DEFA
     app.router.add_get("/route/{route:[^/]+}/check/{check_id:[^/]+}", check_page, name="check")
     app.router.add_get("/route/{route:.+}", route_page, name="route")
     app.router.add_get(f"/live/{version}", live, name="live")
-    thread_pages.add_routes(app, threads, page, lambda what: upstream(what, "ingest"))
+    thread_pages.add_routes(app, threads, SOURCE, page, upstream)
     app.router.add_get("/healthz", healthz, name="healthz")
     app.router.add_static("/static/", HERE / "static", name="static", append_version=False)
     app.on_shutdown.append(_end_live_streams)

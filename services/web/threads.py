@@ -2,10 +2,11 @@
 is, read through ingest's RPCs as system:web (source.ThreadSource). A pull request's reviews are worded by
 contracts/threads.py, as `kb pr` words them; its checks are the board's view of its route (a link)."""
 
+import grpc
 from aiohttp import web
 
-from contracts import results, threads
-from services.web.source import ThreadSource
+from contracts import names, results, threads
+from services.web.source import BoardSource, ThreadSource
 
 THREADS = web.AppKey("threads", ThreadSource)
 ISSUE_STATES = {"open": "open", "closed": "closed", "all": ""}
@@ -39,34 +40,56 @@ def conversation(pull, comments) -> list[dict]:
     return [{**e, "at": stamp(e["at"])} for e in entries]
 
 
-def add_routes(app: web.Application, source: ThreadSource, page, upstream) -> None:
-    """Register the pages; ``page`` renders a template, ``upstream`` turns an RPC's failure into the page's status."""
+async def head_checks(board: BoardSource, route: str, sha: str) -> list:
+    """The checks of a pull request's head as the board holds them (its route's history, newest board first): what
+    `kb pr show` lists from the verifier. None yet (or a route the board never saw): an empty list."""
+    if not names.ROUTE.matches(route):
+        return []
+    try:
+        view = await board.route(route)
+    except grpc.aio.AioRpcError as err:
+        if err.code() == grpc.StatusCode.NOT_FOUND:
+            return []
+        raise
+    return [
+        (part.version, record)
+        for part in reversed(view.boards)
+        for record in reversed(part.history)
+        if record.kind == "check" and record.sha == sha
+    ]
+
+
+def add_routes(app: web.Application, source: ThreadSource, board_key, page, upstream) -> None:
+    """Register the pages; ``board_key``: the app's board source (for a pull request's checks), ``page`` renders a
+    template, ``upstream(what, service)`` turns an RPC's failure into the page's status."""
     app[THREADS] = source
 
     async def issues_page(request: web.Request) -> web.Response:
         state = _state(request, ISSUE_STATES)
-        with upstream("issue"):
+        with upstream("issue", "ingest"):
             reply = await request.app[THREADS].issues(ISSUE_STATES[state], request.query.get("after", ""))
         return page("issues.html", issues=reply.issues, state=state, next_token=reply.next_page_token, stamp=stamp)
 
     async def issue_page(request: web.Request) -> web.Response:
         number = _number(request)
-        with upstream("issue"):
+        with upstream("issue", "ingest"):
             issue = await request.app[THREADS].issue(number)
             comments = await request.app[THREADS].comments(issue=number)
         return page("issue.html", issue=issue, comments=comments, stamp=stamp)
 
     async def pulls_page(request: web.Request) -> web.Response:
         state = _state(request, PULL_STATES)
-        with upstream("pull request"):
+        with upstream("pull request", "ingest"):
             pulls = await request.app[THREADS].pulls(PULL_STATES[state])
         return page("pulls.html", pulls=pulls, state=state, summary=threads.review_summary, stamp=stamp)
 
     async def pull_page(request: web.Request) -> web.Response:
         number = _number(request)
-        with upstream("pull request"):
+        with upstream("pull request", "ingest"):
             pull = await request.app[THREADS].pull(number)
             comments = await request.app[THREADS].comments(pull=number)
+        with upstream("route"):
+            checks = await head_checks(request.app[board_key], pull.route, pull.head_sha)
         return page(
             "pull.html",
             pull=pull,
@@ -74,6 +97,7 @@ def add_routes(app: web.Application, source: ThreadSource, page, upstream) -> No
             summary=threads.review_summary(pull.reviews),
             added=sum(f.added for f in pull.files),
             deleted=sum(f.deleted for f in pull.files),
+            checks=checks,
             stamp=stamp,
         )
 

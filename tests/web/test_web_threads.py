@@ -7,8 +7,10 @@ from kernelboard.v1 import events_pb2
 
 from contracts import access, names
 from services.common import auth
+from services.common.eventlog import NewEvent
 
 from .conftest import web_stack
+from .web_events import check
 
 MARKUP = "<img src=x onerror=alert('issue')> tiles of <b>64</b>"
 
@@ -37,6 +39,11 @@ async def project(stack) -> None:
     await ingest.start_route(people["alice/agent-1"], "tiles")
     head = await ingest.repo.commit_files(main, {"routes/tiles/matmul.py": b"class ModelNew:\n    pass\n"}, "k", "a")
     await ingest.advance(people["alice/agent-1"], names.ref(names.route_ref("tiles")), head)
+    # The verifier's check of the route's head, as it records it: the pull request's page lists it.
+    judged = check("tiles", 2, 1.8, check_id="301")
+    judged.sha = head
+    await log.append("check:301", None, [NewEvent(judged, actor="system:verifier", verifier_version=1)])
+    await stack.until_folded()
     pull = await ingest.open_pull(people["alice/agent-1"], "tiles", "Tiled matmul", f"Why: {MARKUP}\nsecond line")
     await ingest.review(people["alice"], pull.number, events_pb2.REVIEW_VERDICT_COMMENT, "64 fits the L2")
     await ingest.review(people["curator"], pull.number, events_pb2.REVIEW_VERDICT_APPROVE, "good")
@@ -82,6 +89,9 @@ async def test_a_pull_request_shows_its_body_files_reviews_and_conversation(stac
         "curator commented",
     ]
     assert await page.locator('a[href="/route/tiles"]').count() >= 1
+    checks = await page.locator("#checks tbody tr").all_inner_texts()
+    assert len(checks) == 1 and "passed, verified" in checks[0] and "1.800" in checks[0], checks
+    assert await page.locator('#checks a[href="/route/tiles/check/301"]').count() == 1
     assert await page.locator("main img, main b").count() == 0 and page.dialogs == []
 
 
