@@ -281,7 +281,10 @@ def job_python(executable: str = sys.executable) -> JobPython:
         prefixes = [sys.prefix, sys.base_prefix]
     else:
         ask = [executable, "-I", "-c", "import sys; print(sys.prefix); print(sys.base_prefix)"]
-        prefixes = subprocess.run(ask, capture_output=True, text=True, check=True, timeout=60).stdout.split()
+        try:
+            prefixes = subprocess.run(ask, capture_output=True, text=True, check=True, timeout=60).stdout.split()
+        except (OSError, subprocess.SubprocessError) as err:
+            raise ValueError(f"the Python for jobs, {executable}, does not run here: {err}") from None
     return JobPython(executable, tuple(existing(prefixes, os.path.isdir)))
 
 

@@ -100,6 +100,10 @@ def config_from_env(settings: Settings) -> SchedulerConfig:
     job_user = os.environ.get("KB_JOB_USER", "kb-job" if os.getuid() == 0 else "")
     # Jobs run with the Python the checks use (its torch and triton): the verifier's, unless KB_JOB_PYTHON says.
     python = os.environ.get("KB_JOB_PYTHON") or os.environ.get("KB_VERIFIER_PYTHON", sys.executable)
+    try:
+        job_python = sandbox.job_python(python)
+    except ValueError as err:
+        raise SystemExit(f"scheduler: {err} (KB_JOB_PYTHON, else KB_VERIFIER_PYTHON, names it)") from None
     return SchedulerConfig(
         home=settings.home,
         rules_path=Path(rules) if Path(rules).exists() else None,
@@ -109,7 +113,7 @@ def config_from_env(settings: Settings) -> SchedulerConfig:
         job_user=job_user,
         jobs_root=Path(jobs_root) if jobs_root else default_jobs_dir(settings.home),
         hidden=slurm_state_dirs(settings.slurm_conf),
-        python=sandbox.job_python(python),
+        python=job_python,
     )
 
 
