@@ -123,6 +123,22 @@ def test_a_route_honest_only_on_its_first_calls_is_caught(rules_path):
     assert not sub["passed"] and any(v.startswith("class 8 (lowered precision)") for v in sub["violations"]), sub
 
 
+def test_a_done_word_written_before_the_work_leaves_the_output_unwritten_at_the_done(rules_path):
+    """The gate's done word is the judge's end mark; route code can write it early. What the judge copies at that
+    moment is poisoned: the call's output was not complete when it said it was done (class 13)."""
+    doc = smoke(ATTACKS / "forged_done", rules_path, "new_gelu", skip_static=True)
+    sub = _only(doc, "new_gelu")
+    assert not sub["passed"] and sub["violations"][0].startswith("class 13 (lazy output)"), sub
+
+
+def test_a_gate_opened_early_computes_on_inputs_the_judge_has_not_drawn_yet(rules_path):
+    """A call run before the judge opened its gate runs on what the slot held before the judge's draw: the judge's
+    re-check against its own draw names it (class 4), and the judge's clock would not have counted it anyway."""
+    doc = smoke(ATTACKS / "early_gate", rules_path, "new_gelu", skip_static=True)
+    sub = _only(doc, "new_gelu")
+    assert not sub["passed"] and any("does not match the reference" in v for v in sub["violations"]), sub
+
+
 @pytest.mark.parametrize("attack", ["slowed_clock", "deferred_output", "precompute_on_refresh"])
 def test_the_cpu_profiles_timer_is_the_judges_clock(attack, rules_path):
     """Each call is bounded by the judge's clock from its gate's open to the done word, which comes after the output
