@@ -16,7 +16,7 @@ from pathlib import Path
 
 from contracts import limits, names
 from services.common.hostedgit import HostedRepoReader, run_git
-from services.scheduler.domain import DirectiveError
+from services.scheduler.directives import DirectiveError
 
 
 class ScriptError(ValueError):

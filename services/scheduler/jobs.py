@@ -26,7 +26,7 @@ from services.common.eventlog import ConcurrencyConflict, NewEvent
 from services.common.hostedgit import GitError
 from services.common.logs import bind_ids, get_logger
 from services.common.setaside import SetAside
-from services.scheduler import domain
+from services.scheduler import directives, domain
 from services.scheduler.domain import JobView
 from services.scheduler.jobdir import (
     HostedRepo,
@@ -247,8 +247,8 @@ class JobService:
             raise not_found("no_script", f"no file {script_path!r} in commit {sha[:12]}")
         limits = await self._limits()
         try:
-            plan = domain.plan_job(domain.script_text(script), limits)
-        except domain.DirectiveError as err:
+            plan = directives.plan_job(directives.script_text(script), limits)
+        except directives.DirectiveError as err:
             raise invalid("bad_directives", f"{script_path}: {err}") from None
         resources = plan.resources
         held = access.held(actor)
@@ -290,7 +290,7 @@ class JobService:
                 options=[*plan.options, *(f"--{option}={path}" for option, path in placed.items())],
             )
             SBATCH_SECONDS.observe(time.perf_counter() - started)
-        except domain.DirectiveError as err:
+        except directives.DirectiveError as err:
             shutil.rmtree(box, ignore_errors=True)
             raise invalid("bad_directives", f"{script_path}: {err}") from None
         except SlurmError as err:
@@ -499,7 +499,7 @@ class JobService:
                 return event.route_started.owner
         return None
 
-    async def _limits(self) -> dict[str, domain.PartitionLimits]:
+    async def _limits(self) -> dict[str, directives.PartitionLimits]:
         """The partitions of the rules that judge (scienceslack.json at the tag checks), else the configured file."""
         text = None
         checks = await self.repo.resolve(names.CHECKS_TAG)
@@ -510,7 +510,7 @@ class JobService:
         if text is None:
             raise precondition("no_rules", "no rules: the hosted repository has no tag checks yet")
         try:
-            return domain.partition_limits(rules.parse(text))
+            return directives.partition_limits(rules.parse(text))
         except rules.RulesError as err:
             raise precondition("bad_rules", f"scienceslack.json: {err}") from None
 

@@ -6,7 +6,7 @@ import os
 import pwd
 from collections.abc import Sequence
 
-from services.scheduler import domain
+from services.scheduler import slurm_records
 
 
 class SlurmError(Exception):
@@ -103,7 +103,7 @@ class Slurm:
         """sbatch the script from its work_dir; a held job is put on admin hold before it could ever start.
 
         user: who the job runs as (sbatch --uid/--gid, the user and its own group), for a scheduler that runs as
-        root; options: the job's judged options (services.scheduler.domain.plan_job). The options that decide
+        root; options: the job's judged options (services.scheduler.directives.plan_job). The options that decide
         identity, placement and environment come last, so that nothing before them can override them."""
         args = ["sbatch", "--parsable", *options, "--no-requeue", f"--chdir={work_dir}", f"--job-name={job_name}"]
         args.append("--export=ALL")  # the adapter's own environment, _JOB_ENV_KEEP
@@ -129,14 +129,16 @@ class Slurm:
     async def cancel(self, job_id: str) -> None:
         await self._run("scancel", job_id)
 
-    async def accounting(self, job_ids: list[str]) -> dict[str, domain.SacctRecord]:
+    async def accounting(self, job_ids: list[str]) -> dict[str, slurm_records.SacctRecord]:
         """One sacct call for every job followed."""
-        text = await self._run("sacct", "-X", "-P", "-n", "-j", ",".join(job_ids), f"--format={domain.SACCT_FORMAT}")
-        return domain.parse_sacct(text)
+        text = await self._run(
+            "sacct", "-X", "-P", "-n", "-j", ",".join(job_ids), f"--format={slurm_records.SACCT_FORMAT}"
+        )
+        return slurm_records.parse_sacct(text)
 
-    async def queue(self) -> dict[str, domain.QueueRecord]:
+    async def queue(self) -> dict[str, slurm_records.QueueRecord]:
         """Every job squeue knows (a small cluster; squeue -j fails outright on an id it has forgotten)."""
-        return domain.parse_squeue(await self._run("squeue", "-h", "-o", domain.SQUEUE_FORMAT))
+        return slurm_records.parse_squeue(await self._run("squeue", "-h", "-o", slurm_records.SQUEUE_FORMAT))
 
 
 def _group_of(user: str) -> str:

@@ -10,11 +10,11 @@ from hypothesis import strategies as st
 from kernelboard.v1 import events_pb2
 
 from contracts import rules
-from services.scheduler import domain
-from services.scheduler.domain import DirectiveError
+from services.scheduler import directives, domain, slurm_records
+from services.scheduler.directives import DirectiveError
 
 RULES = rules.load_file(Path(__file__).resolve().parents[2] / "scienceslack.json")
-LIMITS = domain.partition_limits(RULES)
+LIMITS = directives.partition_limits(RULES)
 
 
 def script(*directives: str, body: str = "echo hi\n") -> str:
@@ -28,7 +28,7 @@ def test_limits_come_from_the_rules():
 
 
 def test_defaults_apply_when_the_script_names_nothing():
-    resources = domain.check_script(script(), LIMITS)
+    resources = directives.check_script(script(), LIMITS)
     assert (resources.partition, resources.cpus, resources.mem_mb, resources.time_limit_s, resources.gpus) == (
         "main",
         1,
@@ -39,9 +39,9 @@ def test_defaults_apply_when_the_script_names_nothing():
 
 
 def test_directives_in_every_spelling():
-    resources = domain.check_script(script("-t 5", "-c2", "--mem=3G", "--partition=main"), LIMITS)
+    resources = directives.check_script(script("-t 5", "-c2", "--mem=3G", "--partition=main"), LIMITS)
     assert (resources.time_limit_s, resources.cpus, resources.mem_mb) == (300, 2, 3072)
-    resources = domain.check_script(
+    resources = directives.check_script(
         script("--time=0:30:00", "--ntasks=2", "--cpus-per-task 2", "--mem-per-cpu=1000"), LIMITS
     )
     assert (resources.time_limit_s, resources.cpus, resources.mem_mb) == (1800, 4, 4000)
@@ -49,7 +49,7 @@ def test_directives_in_every_spelling():
 
 def test_reading_stops_at_the_first_command():
     text = "#!/bin/bash\n#SBATCH --time=5\n# a comment\n\necho start\n#SBATCH --time=999\n"
-    assert domain.check_script(text, LIMITS).time_limit_s == 300
+    assert directives.check_script(text, LIMITS).time_limit_s == 300
 
 
 @pytest.mark.parametrize(
@@ -67,7 +67,7 @@ def test_reading_stops_at_the_first_command():
 )
 def test_over_limit_requests_name_the_limit(directive, named):
     with pytest.raises(DirectiveError, match=named.replace(".", r"\.")):
-        domain.check_script(script(directive), LIMITS)
+        directives.check_script(script(directive), LIMITS)
 
 
 @pytest.mark.parametrize(
@@ -84,23 +84,23 @@ def test_over_limit_requests_name_the_limit(directive, named):
 )
 def test_unreadable_directives_are_refused_clearly(directive, message):
     with pytest.raises(DirectiveError, match=message):
-        domain.check_script(script(directive), LIMITS)
+        directives.check_script(script(directive), LIMITS)
 
 
 def test_every_broken_limit_is_named_at_once():
     with pytest.raises(DirectiveError) as err:
-        domain.check_script(script("--time=90", "-c 8", "--mem=16G"), LIMITS)
+        directives.check_script(script("--time=90", "-c 8", "--mem=16G"), LIMITS)
     assert "max_time_s" in str(err.value) and ".cpus" in str(err.value) and "mem_mb" in str(err.value)
 
 
 @given(st.integers(min_value=0, max_value=9), st.integers(0, 23), st.integers(0, 59), st.integers(0, 59))
 def test_slurm_time_syntax(days, hours, minutes, seconds):
     total = days * 86400 + hours * 3600 + minutes * 60 + seconds
-    assert domain.parse_slurm_time(f"{days}-{hours}:{minutes:02d}:{seconds:02d}") == total
-    assert domain.parse_slurm_time(f"{days * 24 + hours}:{minutes}:{seconds}") == total
-    assert domain.parse_slurm_time(str(minutes)) == minutes * 60
-    assert domain.parse_slurm_time(f"{minutes}:{seconds}") == minutes * 60 + seconds
-    assert domain.parse_slurm_time(f"{days}-{hours}") == days * 86400 + hours * 3600
+    assert directives.parse_slurm_time(f"{days}-{hours}:{minutes:02d}:{seconds:02d}") == total
+    assert directives.parse_slurm_time(f"{days * 24 + hours}:{minutes}:{seconds}") == total
+    assert directives.parse_slurm_time(str(minutes)) == minutes * 60
+    assert directives.parse_slurm_time(f"{minutes}:{seconds}") == minutes * 60 + seconds
+    assert directives.parse_slurm_time(f"{days}-{hours}") == days * 86400 + hours * 3600
 
 
 def test_route_refs():
@@ -113,21 +113,21 @@ def test_route_refs():
 
 def test_sacct_lines():
     text = "12|COMPLETED|0:0|3|6\n13|CANCELLED by 0|0:15|70|140\n14|FAILED|7:0|0|0\n15|RUNNING|0:0|5|5\n\n"
-    records = domain.parse_sacct(text)
-    assert records["12"] == domain.SacctRecord("12", "COMPLETED", 0, 0, 3.0, 6.0)
+    records = slurm_records.parse_sacct(text)
+    assert records["12"] == slurm_records.SacctRecord("12", "COMPLETED", 0, 0, 3.0, 6.0)
     assert (records["13"].state, records["13"].signal) == ("CANCELLED", 15)
     assert records["14"].exit_code == 7
     assert records["15"].state == "RUNNING"
     with pytest.raises(ValueError, match="expected 5"):
-        domain.parse_sacct("12|COMPLETED\n")
+        slurm_records.parse_sacct("12|COMPLETED\n")
 
 
 def test_squeue_lines():
-    records = domain.parse_squeue("20|PENDING|JobHeldAdmin|kb-a|b\n21|RUNNING|None|kb-x-1\n")
+    records = slurm_records.parse_squeue("20|PENDING|JobHeldAdmin|kb-a|b\n21|RUNNING|None|kb-x-1\n")
     assert records["20"].reason == "JobHeldAdmin" and records["21"].reason == ""
     assert records["20"].name == "kb-a|b" and records["21"].name == "kb-x-1"
     with pytest.raises(ValueError, match="expected 4"):
-        domain.parse_squeue("20|PENDING\n")
+        slurm_records.parse_squeue("20|PENDING\n")
 
 
 def envelope(version: int, **payload) -> events_pb2.Event:
@@ -161,7 +161,7 @@ def test_fold_follows_the_stream():
 
 @pytest.mark.parametrize("state", sorted(domain.FINISHED_STATES))
 def test_every_end_state_finishes_the_job(state):
-    record = domain.SacctRecord("1", state, 1, 9, 10.0, 20.0)
+    record = slurm_records.SacctRecord("1", state, 1, 9, 10.0, 20.0)
     finished = domain.observe(submitted_view(), record, None)
     assert isinstance(finished, events_pb2.JobFinished)
     assert (finished.state, finished.exit_code, finished.signal, finished.cpu_seconds) == (state, 1, 9, 20.0)
@@ -170,26 +170,26 @@ def test_every_end_state_finishes_the_job(state):
 def test_an_unknown_job_is_never_done():
     assert domain.observe(submitted_view(), None, None) is None
     # squeue may drop a finished job before accounting has it: wait for sacct rather than guess.
-    assert domain.observe(submitted_view(), None, domain.QueueRecord("1", "COMPLETED", "")) is None
+    assert domain.observe(submitted_view(), None, slurm_records.QueueRecord("1", "COMPLETED", "")) is None
 
 
 def test_state_changes_are_reported_once():
     view = submitted_view(held=True)
-    queue = domain.QueueRecord("1", "PENDING", "JobHeldAdmin")
-    assert domain.observe(view, domain.SacctRecord("1", "PENDING", 0, 0, 0, 0), queue) is None
+    queue = slurm_records.QueueRecord("1", "PENDING", "JobHeldAdmin")
+    assert domain.observe(view, slurm_records.SacctRecord("1", "PENDING", 0, 0, 0, 0), queue) is None
     running = domain.observe(
-        view, domain.SacctRecord("1", "RUNNING", 0, 0, 1, 1), domain.QueueRecord("1", "RUNNING", "")
+        view, slurm_records.SacctRecord("1", "RUNNING", 0, 0, 1, 1), slurm_records.QueueRecord("1", "RUNNING", "")
     )
     assert (running.state, running.reason) == ("RUNNING", "")
     view = domain.fold(view, envelope(3, job_state_changed=running))
-    assert domain.observe(view, domain.SacctRecord("1", "RUNNING", 0, 0, 2, 2), None) is None
+    assert domain.observe(view, slurm_records.SacctRecord("1", "RUNNING", 0, 0, 2, 2), None) is None
 
 
 def test_a_finished_job_takes_no_more_events():
     view = domain.fold(
         submitted_view(), envelope(2, job_finished=events_pb2.JobFinished(job_id="1", state="COMPLETED"))
     )
-    assert domain.observe(view, domain.SacctRecord("1", "COMPLETED", 0, 0, 1, 1), None) is None
+    assert domain.observe(view, slurm_records.SacctRecord("1", "COMPLETED", 0, 0, 1, 1), None) is None
 
 
 def test_backoff_doubles_to_a_cap():
@@ -240,12 +240,12 @@ def test_slurm_refusals_are_told_from_an_unreachable_cluster():
 )
 def test_options_a_job_may_not_use_are_named_with_their_rule(directive, words):
     with pytest.raises(DirectiveError) as err:
-        domain.plan_job(script(directive), LIMITS)
+        directives.plan_job(script(directive), LIMITS)
     assert words in str(err.value), str(err.value)
 
 
 def test_a_plan_passes_on_canonical_options_and_keeps_paths_apart():
-    plan = domain.plan_job(
+    plan = directives.plan_job(
         "#!/usr/bin/env python3\n#SBATCH -t 5 -c2 -Q --output=logs/%j.out\n"
         "#SBATCH --chdir=sub --no-requeue\nprint(1)\n",
         LIMITS,
@@ -255,19 +255,19 @@ def test_a_plan_passes_on_canonical_options_and_keeps_paths_apart():
     assert plan.interpreter == ("/usr/bin/env", "python3")
 
 
-@given(st.sampled_from(sorted(domain.SBATCH_LONG_OPTIONS)), st.integers(min_value=1, max_value=30))
+@given(st.sampled_from(sorted(directives.SBATCH_LONG_OPTIONS)), st.integers(min_value=1, max_value=30))
 def test_no_abbreviation_of_any_sbatch_option_passes(option, length):
     spelling = option[: min(length, len(option) - 1)] if len(option) > 1 else option
-    if spelling == option or spelling in domain.SBATCH_LONG_OPTIONS:
+    if spelling == option or spelling in directives.SBATCH_LONG_OPTIONS:
         return  # an exact spelling of some option: judged as that option
     with pytest.raises(DirectiveError, match="abbreviation"):
-        domain.plan_job(script(f"--{spelling}=1"), LIMITS)
+        directives.plan_job(script(f"--{spelling}=1"), LIMITS)
 
 
 @given(st.text(min_size=1, max_size=40))
 def test_a_path_option_never_leaves_the_job_directory(value):
     try:
-        plan = domain.plan_job(script(f"--output={shlex.quote(value)}"), LIMITS)
+        plan = directives.plan_job(script(f"--output={shlex.quote(value)}"), LIMITS)
     except DirectiveError:
         return
     path = plan.paths.get("output", "")
@@ -289,7 +289,7 @@ def test_a_path_option_never_leaves_the_job_directory(value):
 )
 def test_scripts_that_are_not_runnable_text_are_refused_clearly(content, words):
     with pytest.raises(DirectiveError, match=words):
-        domain.interpreter(domain.script_text(content))
+        directives.interpreter(directives.script_text(content))
 
 
 @pytest.mark.parametrize(
