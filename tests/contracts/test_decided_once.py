@@ -25,7 +25,7 @@ WALKED = ("services", "checks", "deploy", "kernels")  # bench/ and tests/ are th
 
 # Regular expressions over text other programs write: no identifier of ours is decided there.
 FOREIGN_FORMATS = {
-    "services/scheduler/domain.py": "Slurm's time and memory formats (sbatch(1))",
+    "services/scheduler/directives.py": "Slurm's time and memory formats (sbatch(1))",
     "services/common/eventlog.py": "PostgreSQL's unique-violation message",
     "services/common/migrate.py": "the migration files' names in services/*/migrations",
     "deploy/local/stack.py": "ss(8)'s output",
