@@ -6,7 +6,7 @@ pack exactly as git does (as `git bundle unbundle` would, once the header's prer
 object-directory quarantine (GIT_OBJECT_DIRECTORY + GIT_ALTERNATE_OBJECT_DIRECTORIES, as receive-pack does it) lets
 every check run on a pushed bundle before any of its objects enter the repository. Reads (object types, ancestry, new
 commits, tree diffs, file contents) use pygit2 in this process: they are a push's many small questions, and one git
-subprocess per question made them most of a push's cost (bench/load/README.md has the profile).
+subprocess per question made them most of a push's cost (bench/load/runs.md has the profile).
 
 Postgres holds the truth for ref values (services/ingest/store.py); the git refs follow it (`write_refs`,
 `reconcile`).

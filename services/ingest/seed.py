@@ -71,7 +71,7 @@ class RecordedRun:
     measured_at: str  # the device call's time, when the file does not say it (its "measured_at")
 
 
-# Version 1 (bench/harness/route_triton/README.md, "After issue #8"; the time from the README's heading).
+# Version 1 (bench/harness/route_triton/runs.md, "After issue #8"; the time from its heading).
 V1_RUN = RecordedRun(Path("bench/harness/route_triton/after_issue8/route_triton_1.json"), 1, "2026-12-02T18:29:00Z")
 # Version 2: the H200 measurement under the blocking-kernel timing rule. Until this file is committed the seed
 # reports nothing for version 2 and the route is listed with its CPU check only.
