@@ -279,7 +279,7 @@ class IngestServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Review(self, request, context):
-        """A review of an open pull request, by anyone signed in; its author (and the person it acts for, and that
+        """A review of an open pull request, by a person or an agent signed in; its author (and the person it acts for, and that
         person's agents) may comment on it but not approve it or request changes (contracts/access.py).
         Statuses: INVALID_ARGUMENT (a bad number, verdict or body), NOT_FOUND, PERMISSION_DENIED, FAILED_PRECONDITION
         (not open)
@@ -323,8 +323,9 @@ class IngestServicer:
         raise NotImplementedError('Method not implemented!')
 
     def OpenIssue(self, request, context):
-        """An issue of the project, opened by anyone signed in.
-        Statuses: INVALID_ARGUMENT (an empty title, a title or body over its limit or with control characters)
+        """An issue of the project, opened by a person or an agent signed in (a service identity speaks for nobody).
+        Statuses: INVALID_ARGUMENT (an empty title, a title or body over its limit or with control characters),
+        PERMISSION_DENIED (a service identity)
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -363,9 +364,9 @@ class IngestServicer:
         raise NotImplementedError('Method not implemented!')
 
     def AddComment(self, request, context):
-        """A comment on an issue or a pull request, by anyone signed in.
+        """A comment on an issue or a pull request, by a person or an agent signed in (a service identity speaks for nobody).
         Statuses: INVALID_ARGUMENT (no issue or pull request named, a bad number, an empty body, one over its limit or
-        with control characters), NOT_FOUND
+        with control characters), NOT_FOUND, PERMISSION_DENIED (a service identity)
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
