@@ -10,7 +10,6 @@ without its ref.
 
 import time
 from dataclasses import dataclass, field
-from datetime import timedelta
 
 from google.protobuf import json_format, struct_pb2
 from kernelboard.v1 import events_pb2
@@ -26,6 +25,8 @@ from services.ingest import domain, store
 from services.ingest.domain import Actor, Refusal
 from services.ingest.gitrefs import GitRefFollower
 from services.ingest.gitrepo import HostedRepo, UnbundleError
+from services.ingest.issues import Issues
+from services.ingest.members import Members
 from services.ingest.pulls import PullRequests, recorded_paths
 
 DEFAULT_MAX_BUNDLE_BYTES = limits.MAX_BUNDLE_BYTES
@@ -77,7 +78,7 @@ def refused_by_git(err: UnbundleError) -> Refusal:
     return domain.invalid("malformed_bundle", f"malformed bundle: git could not read it ({err})")
 
 
-class Ingest(PullRequests):
+class Ingest(PullRequests, Issues, Members):
     def __init__(self, log: EventLog, repo: HostedRepo, *, max_bundle_bytes: int = DEFAULT_MAX_BUNDLE_BYTES):
         self.log = log
         self.pool = log.pool
@@ -402,188 +403,3 @@ class Ingest(PullRequests):
             raise precondition("no_main", "the hosted repository is empty: nothing to fetch")
         known = await self.repo.known_commits([sha for sha in have if names.OBJECT_ID.matches(sha)])
         return await self.repo.create_bundle(wanted, exclude=known)
-
-    # --- identities ------------------------------------------------------------------------------------------------
-
-    async def create_token(
-        self, actor: Actor, name: str, kind: int, ttl_s: int, member: bool
-    ) -> tuple[str, auth.Principal, bool]:
-        name = name or actor.name
-        if ttl_s < 0:
-            raise domain.invalid("ttl", f"ttl_seconds must be >= 0, got {ttl_s}")
-        async with self.pool.acquire() as conn, conn.transaction():
-            principal = await auth.get_principal(conn, name)
-            registered = principal is None
-            if not kind:
-                kind = principal.kind if principal else domain.AGENT if "/" in name else domain.PERSON
-            owner = principal.owner if principal else domain.owner_from_name(name, kind)
-            access.require(actor, access.Action.CREATE_TOKEN, access.Target(owner=owner, name=name, member=member))
-            if registered:
-                role = domain.role_for(name, kind, (await self.rules_at_tag(conn)).maintainers, member)
-                try:
-                    principal = await auth.register_principal(
-                        conn, name, kind, owner, role, log=self.log, actor=actor.name
-                    )
-                except ValueError as err:
-                    raise domain.invalid("principal", str(err)) from None
-            elif principal.kind != kind:
-                raise domain.invalid("principal", f"{name} is registered as another kind of principal")
-            token = await auth.issue_token(conn, name, ttl=timedelta(seconds=ttl_s) if ttl_s else None)
-        log.info("token created", principal=name, actor=actor.name, registered=registered)
-        return token, principal, registered
-
-    async def revoke_token(self, actor: Actor, token: str) -> str:
-        """Revoke a token the actor may revoke. An unknown, malformed, expired or revoked token and another's token
-        all get the same NOT_FOUND: the answer must not tell whether a made-up token exists, or whose a real one is."""
-        try:
-            holder = await auth.authenticate(self.pool, token)
-        except auth.AuthError:
-            holder = None
-        if holder is None or access.decide(
-            actor, access.Action.REVOKE_TOKEN, access.Target(owner=holder.owner, name=holder.name)
-        ):
-            raise not_found("unknown_token", "no such token among those you may revoke")
-        async with self.pool.acquire() as conn:
-            await auth.revoke_token(conn, token)
-        log.info("token revoked", principal=holder.name, actor=actor.name)
-        return holder.name
-
-    # --- issues and comments ---------------------------------------------------------------------------------------
-
-    async def open_issue(self, actor: Actor, title: str, body: str) -> store.IssueRow:
-        access.require(actor, access.Action.OPEN_ISSUE)
-        title, body = domain.non_empty("title", title), body.strip()
-        async with self.pool.acquire() as conn, conn.transaction():
-            number = await store.insert_issue(conn, title, body, actor.name, access.owner_of(actor))
-            opened = events_pb2.IssueOpened(
-                number=number, title=title, body=body, author=actor.name, author_owner=access.owner_of(actor)
-            )
-            await self.log.append(names.issue_stream(number), 0, [NewEvent(opened, actor.name)], conn=conn)
-        log.info("issue opened", number=number, actor=actor.name)
-        return await self.get_issue(number)
-
-    async def get_issue(self, number: int) -> store.IssueRow:
-        issue = await store.get_issue(self.pool, number)
-        if issue is None:
-            raise not_found("unknown_issue", f"no issue #{number}")
-        return issue
-
-    async def list_issues(self, state: str, size: int, after: int) -> tuple[list[store.IssueRow], str]:
-        """A page of issues, oldest first, after the cursor ``after``; the next page's token ("" when last)."""
-        issues = await store.list_issues(self.pool, state, after, size)
-        return issues, domain.next_page_token([i.number for i in issues], size)
-
-    async def set_issue_state(self, actor: Actor, number: int, to: str) -> store.IssueRow:
-        async with self.pool.acquire() as conn, conn.transaction():
-            issue = await store.get_issue(conn, number, for_update=True)
-            if issue is None:
-                raise not_found("unknown_issue", f"no issue #{number}")
-            domain.check_issue_state_change(actor, number, issue.author, issue.author_owner, issue.state, to)
-            await store.set_issue_state(conn, number, to, actor.name)
-            if to == "closed":
-                changed = events_pb2.IssueClosed(number=number, closed_by=actor.name)
-            else:
-                changed = events_pb2.IssueReopened(number=number, reopened_by=actor.name)
-            await self.log.append(names.issue_stream(number), None, [NewEvent(changed, actor.name)], conn=conn)
-        log.info("issue state changed", number=number, state=to, actor=actor.name)
-        return await self.get_issue(number)
-
-    async def add_comment(self, actor: Actor, issue_number: int, pull_number: int, body: str) -> store.CommentRow:
-        access.require(actor, access.Action.COMMENT)
-        body = domain.non_empty("body", body)
-        async with self.pool.acquire() as conn, conn.transaction():
-            await self._check_thread(conn, issue_number, pull_number)
-            comment = await store.insert_comment(conn, issue_number, pull_number, body, actor.name)
-            added = events_pb2.CommentAdded(
-                comment_id=comment.id,
-                issue_number=issue_number,
-                pull_number=pull_number,
-                body=body,
-                author=actor.name,
-            )
-            stream = names.issue_stream(issue_number) if issue_number else names.pull_stream(pull_number)
-            await self.log.append(stream, None, [NewEvent(added, actor.name)], conn=conn)
-        log.info("comment added", issue=issue_number, pull=pull_number, comment_id=comment.id, actor=actor.name)
-        return comment
-
-    async def list_comments(
-        self, issue_number: int, pull_number: int, size: int, after: int
-    ) -> tuple[list[store.CommentRow], str]:
-        async with self.pool.acquire() as conn:
-            await self._check_thread(conn, issue_number, pull_number)
-            comments = await store.list_comments(conn, issue_number, pull_number, after, size)
-        return comments, domain.next_page_token([c.id for c in comments], size)
-
-    @staticmethod
-    async def _check_thread(conn, issue_number: int, pull_number: int) -> None:
-        """The issue or pull request a comment belongs to (the edge names exactly one) exists."""
-        if issue_number and await store.get_issue(conn, issue_number) is None:
-            raise not_found("unknown_issue", f"no issue #{issue_number}")
-        if pull_number and await store.get_pull(conn, pull_number) is None:
-            raise not_found("unknown_pull", f"no pull request #{pull_number}")
-
-    # --- joining the project ---------------------------------------------------------------------------------------
-
-    async def request_join(self, actor: Actor, note: str) -> store.JoinRow:
-        domain.check_join_request(actor)
-        note = note.strip()
-        async with self.pool.acquire() as conn, conn.transaction():
-            request = await store.insert_join_request(conn, actor.name, note)
-            if request is None:
-                raise exists("join_pending", f"{actor.name} has asked to join already: pending")
-            asked = events_pb2.JoinRequested(request_id=request.id, name=actor.name, note=note)
-            await self.log.append(names.principal_stream(actor.name), None, [NewEvent(asked, actor.name)], conn=conn)
-        log.info("join requested", principal=actor.name, request_id=request.id)
-        return request
-
-    async def list_join_requests(self, actor: Actor, state: str, size: int, after: int):
-        """Maintainers: a page of join requests in ``state`` ("": pending, "all": every state)."""
-        access.require(actor, access.Action.DECIDE_JOIN)
-        state = "" if state == "all" else state or "pending"
-        requests = await store.list_join_requests(self.pool, state, after, size)
-        return requests, domain.next_page_token([r.id for r in requests], size)
-
-    async def decide_join(self, actor: Actor, name: str, accept: bool, note: str) -> store.JoinRow:
-        note = note.strip()
-        async with self.pool.acquire() as conn, conn.transaction():
-            request = await store.pending_join_request(conn, name, for_update=True)
-            domain.check_join_decision(actor, name, request is not None)
-            decided = await store.decide_join_request(
-                conn, request.id, "accepted" if accept else "declined", actor.name, note
-            )
-            events = [
-                events_pb2.JoinDecided(
-                    request_id=request.id, name=name, accepted=accept, decided_by=actor.name, note=note
-                )
-            ]
-            # A person who became a member meanwhile (e.g. by a maintainer's token) keeps their role.
-            if accept and await auth.change_role(conn, name, events_pb2.ROLE_MEMBER, events_pb2.ROLE_SIGNED_IN):
-                events.append(
-                    events_pb2.RoleChanged(
-                        name=name,
-                        role=events_pb2.ROLE_MEMBER,
-                        previous_role=events_pb2.ROLE_SIGNED_IN,
-                        cause="join accepted",
-                    )
-                )
-            await self.log.append(
-                names.principal_stream(name), None, [NewEvent(e, actor.name) for e in events], conn=conn
-            )
-        log.info("join decided", principal=name, accepted=accept, actor=actor.name)
-        return decided
-
-    async def leave(self, actor: Actor) -> auth.Principal:
-        domain.check_leave(actor)
-        async with self.pool.acquire() as conn, conn.transaction():
-            if not await auth.change_role(conn, actor.name, events_pb2.ROLE_SIGNED_IN, events_pb2.ROLE_MEMBER):
-                raise precondition("not_member", f"{actor.name} is not a project member")
-            left = events_pb2.RoleChanged(
-                name=actor.name,
-                role=events_pb2.ROLE_SIGNED_IN,
-                previous_role=events_pb2.ROLE_MEMBER,
-                cause="left the project",
-            )
-            await self.log.append(names.principal_stream(actor.name), None, [NewEvent(left, actor.name)], conn=conn)
-            principal = await auth.get_principal(conn, actor.name)
-        log.info("member left", principal=actor.name)
-        return principal
