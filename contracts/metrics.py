@@ -2,9 +2,13 @@
 
 - ``CHECK``: the metrics file a check writes (the file named by ``checks[].metrics`` in the rules; the harness's
   output). ``subtasks`` is a list of at most MAX_SUBTASKS events.proto Subtask objects, each with an ``id`` (and
-  optionally its noise: ``speedup_interval`` [low, high] around its ``speedup``, ``candidate_rsd`` >= 0); it may
-  also say ``passed``, ``verified``, ``reasons``, ``not_verified_because``, ``runner``, ``torch``, ``triton`` and
-  ``timing_protocol`` (one of contracts.rules.TIMING_PROTOCOLS). The verifier turns it into a CheckCompleted.
+  optionally its noise: ``speedup_interval`` [low, high] around its ``speedup``, ``candidate_rsd`` >= 0), and besides
+  the Subtask fields a ``peak_device_bytes`` object (``{"judge": N, "candidate": N}``, whole numbers of bytes up to
+  MAX_PEAK_BYTES: Subtask's peak_judge_bytes and peak_candidate_bytes); a subtask's ``not_judged`` (text) says the
+  judge could not judge that problem, and why. The file may also say ``passed``, ``verified``, ``incomplete`` (a
+  problem not judged: then never verified, whatever the file says), ``reasons``, ``not_verified_because``,
+  ``runner``, ``torch``, ``triton`` and ``timing_protocol`` (one of contracts.rules.TIMING_PROTOCOLS). The verifier
+  turns it into a CheckCompleted.
 - ``REPORT``: a route's own report, ``routes/<route>/metrics.json``. ``subtasks`` is a list or an object of the
   route's choosing (recorded as is in MetricsReported); an optional ``report`` object says where, when and under
   which rules it was measured (``runner``, ``measured_at``, ``rules_commit``: one line of printable text each, at
@@ -43,9 +47,12 @@ MAX_REPORT_TEXT = 100
 # worst case still fit CheckCompleted.subtasks' limit at append (contracts/limits.py) instead of being refused there.
 MAX_SUBTASK_ID = 64
 SUBTASK_VIOLATIONS_BYTES = 6 * 1024
+NOT_JUDGED_BYTES = 1024  # a subtask's not_judged reason, in UTF-8 bytes (the same budget)
 REPORT_FIELDS = ("runner", "measured_at", "rules_commit")
 SUBTASK_NUMBERS = ("speedup", "reference_ms", "candidate_ms", "max_abs_error", "error_ratio", "floor_fraction")
 INTERVAL_FIELDS = ("speedup_low", "speedup_high")  # Subtask's fields that speedup_interval fills
+PEAK_SIDES = {"judge": "peak_judge_bytes", "candidate": "peak_candidate_bytes"}
+MAX_PEAK_BYTES = 1 << 50  # a petabyte: more than any card holds, well inside a JSON number's exact integers
 
 
 class MetricsError(ValueError):
@@ -75,6 +82,7 @@ class Metrics:
     triton_version: str = ""
     verified: bool = False
     not_verified_because: tuple[str, ...] = ()
+    incomplete: bool = False  # CHECK: a problem was not judged (its subtask says why)
     measured_at: str = ""  # REPORT: from its "report" object, as written
     rules_commit: str = ""
     score_low: float = 0.0  # the score's interval ("score_interval"); 0/0: none given
@@ -176,6 +184,22 @@ def _within_bytes(texts: list[str], budget: int) -> list[str]:
     return kept
 
 
+def _peak_bytes(item: dict, index: int) -> dict[str, int]:
+    """A subtask's ``peak_device_bytes``, taken out of ``item``: {"judge": N, "candidate": N} as Subtask fields."""
+    raw = item.pop("peak_device_bytes", {})
+    if not isinstance(raw, dict) or set(raw) - set(PEAK_SIDES):
+        raise MetricsError(f"subtasks[{index}].peak_device_bytes: must be an object with judge and candidate")
+    found = {}
+    for side, field in PEAK_SIDES.items():
+        value = raw.get(side, 0)
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_PEAK_BYTES:
+            raise MetricsError(
+                f"subtasks[{index}].peak_device_bytes.{side}: must be a whole number of bytes, 0 to {MAX_PEAK_BYTES}"
+            )
+        found[field] = value
+    return found
+
+
 def _check_subtasks(raw) -> tuple:
     from google.protobuf import json_format
     from kernelboard.v1 import events_pb2
@@ -193,10 +217,15 @@ def _check_subtasks(raw) -> tuple:
             if name in item:
                 raise MetricsError(f"subtasks[{index}].{name}: not read; write speedup_interval: [low, high]")
         noise = item.pop("speedup_interval", None)
+        peaks = _peak_bytes(item, index)
         try:
             subtask = json_format.ParseDict(item, events_pb2.Subtask())
         except json_format.ParseError as err:
             raise MetricsError(f"subtasks[{index}]: {err}") from None
+        for side, field in PEAK_SIDES.items():  # under any of its names: only peak_device_bytes says it
+            if getattr(subtask, field):
+                raise MetricsError(f"subtasks[{index}].{field}: give it as peak_device_bytes.{side}")
+            setattr(subtask, field, peaks[field])
         if not subtask.id:
             raise MetricsError(f"subtasks[{index}].id: required")
         for name in SUBTASK_NUMBERS:
@@ -208,6 +237,7 @@ def _check_subtasks(raw) -> tuple:
             name = f"subtasks[{index}].speedup_interval"
             subtask.speedup_low, subtask.speedup_high = interval(noise, subtask.speedup, name)
         subtask.id = subtask.id[:MAX_SUBTASK_ID]
+        subtask.not_judged = subtask.not_judged.encode()[:NOT_JUDGED_BYTES].decode(errors="ignore")
         violations = _within_bytes([cut(v) for v in subtask.violations[:MAX_REASONS]], SUBTASK_VIOLATIONS_BYTES)
         del subtask.violations[:]
         subtask.violations.extend(violations)
@@ -243,6 +273,7 @@ def parse(data: bytes | str, profile: Profile) -> Metrics:
     if not profile.reads_verdict:
         return Metrics(score, cost, subtasks, **_report(document), **noise)
     passed, verified = _flag(document, "passed", None), _flag(document, "verified", False)
+    incomplete = _flag(document, "incomplete", False) or any(s.not_judged for s in subtasks)
     return Metrics(
         score=score,
         cost=cost,
@@ -252,8 +283,9 @@ def parse(data: bytes | str, profile: Profile) -> Metrics:
         runner=_optional_string(document, "runner"),
         torch_version=_optional_string(document, "torch"),
         triton_version=_optional_string(document, "triton"),
-        verified=verified,
+        verified=verified and not incomplete,
         not_verified_because=_strings(document, "not_verified_because"),
         timing_protocol=_timing_protocol(document),
         **noise,
+        incomplete=incomplete,
     )

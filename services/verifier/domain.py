@@ -20,6 +20,7 @@ CHECKED_KINDS = frozenset({events_pb2.COMMIT_KIND_ROUTE, events_pb2.COMMIT_KIND_
 # uuid5 namespace of check ids: the same (route, sha, check, rules commit) always names the same check.
 CHECK_NAMESPACE = uuid.UUID("5c0e4a3e-8f1b-4f55-9a57-6b1d0c3f7a10")
 
+INCOMPLETE_ATTEMPTS = 2  # an incomplete check runs once more, then is recorded incomplete
 
 # failure_reason labels (kb_verifier_failures_total{reason}).
 GUARDRAIL = "guardrail"
@@ -80,6 +81,12 @@ class RunOutcome:
 class Verdict:
     completed: events_pb2.CheckCompleted
     failure_reason: str | None  # one word for metrics; None when passed
+
+    @property
+    def retry(self) -> bool:
+        """A check the judge could not finish (a problem not judged, the judge's fault, not the route's) is run once
+        more before it is recorded as incomplete."""
+        return self.completed.incomplete and self.completed.attempts < INCOMPLETE_ATTEMPTS
 
 
 def dedupe_key(route: str, sha: str, check_name: str, rules_commit: str) -> str:
@@ -207,6 +214,7 @@ def judge(item: CheckItem, outcome: RunOutcome, *, host: str) -> Verdict:
         completed.not_verified_because.extend(metrics.not_verified_because)
         completed.score_low, completed.score_high = metrics.score_low, metrics.score_high
         completed.timing_protocol = metrics.timing_protocol
+        completed.incomplete = metrics.incomplete  # never verified (contracts.metrics), retried by the worker
 
     def failed(reason: str, *reasons: str) -> Verdict:
         completed.passed = False

@@ -165,7 +165,8 @@ class Worker:
             if event is None:
                 log.warning("completion refused: the check was completed already", worker=self.name)
                 return
-            result = "passed" if verdict.completed.passed else "failed"
+            completed = verdict.completed
+            result = "incomplete" if completed.incomplete else "passed" if completed.passed else "failed"
             CHECK_SECONDS.labels(item.check_name).observe(elapsed)
             CHECKS_TOTAL.labels(result).inc()
             if verdict.failure_reason:
@@ -205,16 +206,25 @@ class Worker:
         return run.result()
 
     async def _run_check(self, item: CheckItem) -> Verdict:
-        RUNNING.inc()
-        box = self.sandbox.make_box(item.check_id)
-        try:
-            outcome = await self._outcome(item, box)
-        finally:
-            RUNNING.dec()
-            self.sandbox.remove_box(box)
-        if outcome.output_tail:
-            log.info("check output (tail)", output=outcome.output_tail[-2000:])
-        return domain.judge(item, outcome, host=self.name)
+        """Runs the check's script; an incomplete run (a problem the judge could not judge) once more."""
+        attempt = 0
+        while True:
+            attempt += 1
+            RUNNING.inc()
+            box = self.sandbox.make_box(item.check_id)
+            try:
+                outcome = await self._outcome(item, box)
+            finally:
+                RUNNING.dec()
+                self.sandbox.remove_box(box)
+            if outcome.output_tail:
+                log.info("check output (tail)", output=outcome.output_tail[-2000:])
+            verdict = domain.judge(item, outcome, host=self.name)
+            verdict.completed.attempts = attempt
+            if not verdict.retry:
+                return verdict
+            not_judged = [f"{s.id}: {s.not_judged}" for s in verdict.completed.subtasks if s.not_judged]
+            log.warning("check incomplete; running it again", attempt=attempt, not_judged=not_judged)
 
     async def _outcome(self, item: CheckItem, box: Box) -> RunOutcome:
         started = time.monotonic()

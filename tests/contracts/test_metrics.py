@@ -152,8 +152,8 @@ def test_a_report_says_where_when_and_under_which_rules_it_was_measured():
 
 
 def test_the_largest_check_file_still_fits_the_event_it_becomes():
-    """64 subtasks, each with a long id and 25 violations of 500 four-byte characters (a 3.3 MB file, under the
-    file limit): what the parser keeps fits
+    """64 subtasks, each with a long id, 25 violations of 500 four-byte characters and a reason it was not judged as
+    long (a 3.4 MB file, under the file limit): what the parser keeps fits
     CheckCompleted.subtasks' limit at append, so a hostile or verbose check is recorded, not refused by the log."""
     from kernelboard.v1 import events_pb2
 
@@ -164,7 +164,16 @@ def test_the_largest_check_file_still_fits_the_event_it_becomes():
         {
             "score": 1,
             "cost": 1,
-            "subtasks": [{"id": wide, "violations": [wide] * 25, "speedup": 1.0} for _ in range(metrics.MAX_SUBTASKS)],
+            "subtasks": [
+                {
+                    "id": wide,
+                    "violations": [wide] * 25,
+                    "speedup": 1.0,
+                    "not_judged": wide,
+                    "peak_device_bytes": {"judge": metrics.MAX_PEAK_BYTES, "candidate": metrics.MAX_PEAK_BYTES},
+                }
+                for _ in range(metrics.MAX_SUBTASKS)
+            ],
         },
         ensure_ascii=False,
     )
@@ -172,3 +181,46 @@ def test_the_largest_check_file_still_fits_the_event_it_becomes():
     completed = events_pb2.CheckCompleted(subtasks=checked.subtasks)
     assert completed.ByteSize() <= limits.EVENT_FIELD_BYTES["CheckCompleted.subtasks"]
     assert checked.subtasks[0].violations[-1].startswith("… and ")
+
+
+def test_a_check_says_which_problems_it_could_not_judge_and_is_then_never_verified():
+    subtasks = [
+        {"id": "matmul", "passed": True, "speedup": 1.9, "peak_device_bytes": {"judge": 5 << 30, "candidate": 1 << 30}},
+        {"id": "rms_norm", "not_judged": "rms_norm not judged on this card: needs about 59 GiB"},
+    ]
+    document = {"score": 1.9, "cost": 3, "subtasks": subtasks, "passed": True, "verified": True}
+    checked = metrics.parse(json.dumps(document), CHECK)
+    matmul, rms_norm = checked.subtasks
+    assert (matmul.peak_judge_bytes, matmul.peak_candidate_bytes, matmul.not_judged) == (5 << 30, 1 << 30, "")
+    assert rms_norm.not_judged.startswith("rms_norm not judged") and rms_norm.peak_judge_bytes == 0
+    # A problem not judged makes the check incomplete, whether or not the file says so, and never verified.
+    assert checked.incomplete and not checked.verified
+    said = metrics.parse(json.dumps({**document, "subtasks": subtasks[:1], "incomplete": True}), CHECK)
+    assert said.incomplete and not said.verified
+    whole = metrics.parse(json.dumps({**document, "subtasks": subtasks[:1]}), CHECK)
+    assert not whole.incomplete and whole.verified
+
+
+@pytest.mark.parametrize(
+    ("subtask", "message"),
+    [
+        ({"peak_device_bytes": []}, "subtasks[0].peak_device_bytes: must be an object with judge and candidate"),
+        ({"peak_device_bytes": {"judge": 1, "gpu": 2}}, "peak_device_bytes: must be an object with judge and"),
+        ({"peak_device_bytes": {"judge": -1}}, "subtasks[0].peak_device_bytes.judge: must be a whole number of bytes"),
+        ({"peak_device_bytes": {"candidate": True}}, "peak_device_bytes.candidate: must be a whole number"),
+        ({"peak_device_bytes": {"judge": 1.5}}, "peak_device_bytes.judge: must be a whole number"),
+        ({"peak_device_bytes": {"judge": 10**30}}, "peak_device_bytes.judge: must be a whole number"),
+        ({"peak_device_bytes": {"judge": "8"}}, "peak_device_bytes.judge: must be a whole number"),
+        ({"peak_judge_bytes": 5}, "subtasks[0].peak_judge_bytes: give it as peak_device_bytes.judge"),
+        ({"peakCandidateBytes": -5}, "subtasks[0].peak_candidate_bytes: give it as peak_device_bytes.candidate"),
+        ({"not_judged": 7}, "subtasks[0]:"),
+        ({"incomplete": "yes"}, None),
+    ],
+)
+def test_peak_memory_and_not_judged_from_a_hostile_file_get_a_clear_status(subtask, message):
+    if message is None:  # a check-level flag
+        assert problem(json.dumps({"score": 1, "cost": 1, "subtasks": [], **subtask}), CHECK) == (
+            "incomplete: must be true or false, got 'yes'"
+        )
+        return
+    assert message in problem(json.dumps({"score": 1, "cost": 1, "subtasks": [{"id": "matmul", **subtask}]}), CHECK)

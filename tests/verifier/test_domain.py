@@ -190,3 +190,19 @@ def test_a_huge_metrics_file_is_refused_and_long_texts_are_cut():
 def test_abandoned_and_routeless_checks_fail():
     assert "died 3 times" in domain.abandoned(item(), 3, host="h").completed.reasons[0]
     assert domain.no_route(item(), host="h").failure_reason == domain.NO_ROUTE
+
+
+def test_a_check_the_judge_could_not_finish_keeps_what_it_judged_is_never_verified_and_is_retried_once():
+    rms_norm = {"id": "rms_norm", "submitted": True, "not_judged": "rms_norm not judged on this card: needs 59 GiB"}
+    document = {**VALID, "subtasks": [*VALID["subtasks"], rms_norm], "incomplete": True}
+    verdict = domain.judge(item(), outcome(0, document), host="w")
+    completed = verdict.completed
+    assert completed.incomplete and completed.passed and not completed.verified
+    assert [(s.id, s.not_judged) for s in completed.subtasks] == [("matmul", ""), ("rms_norm", rms_norm["not_judged"])]
+    assert completed.subtasks[0].speedup == 1.25  # the problem judged before it stays
+    completed.attempts = 1
+    assert verdict.retry
+    completed.attempts = domain.INCOMPLETE_ATTEMPTS
+    assert not verdict.retry
+    whole = domain.judge(item(), outcome(0, VALID), host="w")
+    assert not whole.completed.incomplete and whole.completed.verified and not whole.retry

@@ -205,3 +205,38 @@ async def test_a_queued_check_is_told_its_place_in_line_and_about_when_it_starts
     assert 0 < check.estimated_wait_s < 60  # one recent check's time, for the one running ahead of it
     [shown] = await with_places(queue, [await queue.get(running.item.check_id)])
     assert (shown.state, shown.queue_position) == ("running", 0)
+
+
+async def test_an_incomplete_check_runs_once_more_then_is_recorded_incomplete_with_what_it_judged(
+    log, settings, queue, repo, monkeypatch
+):
+    """A check whose judge could not judge a problem (its own out-of-memory, a harness bug) is never a verdict on the
+    route: the worker runs it again once, then records it incomplete, keeping the problems it judged."""
+    incomplete = (
+        '#!/usr/bin/env bash\ncat > "$2" <<JSON\n{"score": 1.5, "cost": 0.25, "passed": true, "runner": "cpu", '
+        '"incomplete": true, "subtasks": [{"id": "new_gelu", "passed": true, "submitted": true, "speedup": 1.5, '
+        '"peak_device_bytes": {"judge": 1024, "candidate": 2048}}, {"id": "rms_norm", "submitted": true, '
+        '"not_judged": "rms_norm not judged: the judge ran out of memory"}]}\nJSON\n'
+    )
+    rules_commit = await approve_rules(log, repo, rules_with_checks(QUICK), extra={"checks/quick.sh": incomplete})
+    await push_route(log, repo, route_name(), {"new_gelu.py": ""}, rules_commit)
+    await consumer(log, settings, queue).catch_up()
+    runs = []
+    run_script = Worker._outcome
+
+    async def counted(self, item, box):
+        runs.append(item.check_id)
+        return await run_script(self, item, box)
+
+    monkeypatch.setattr(Worker, "_outcome", counted)
+    assert await Worker(queue, worker_config(settings), CPU_SLOT, name="w").run_once()
+    [row] = await queue.search()
+    assert runs == [row.item.check_id] * domain.INCOMPLETE_ATTEMPTS
+    result = row.result
+    assert (result.incomplete, result.verified, result.attempts) == (True, False, 2)
+    assert [(s.id, s.not_judged) for s in result.subtasks] == [
+        ("new_gelu", ""),
+        ("rms_norm", "rms_norm not judged: the judge ran out of memory"),
+    ]
+    assert (result.subtasks[0].peak_judge_bytes, result.subtasks[0].peak_candidate_bytes) == (1024, 2048)
+    assert await stream_types(log, row.item.check_id) == ["CheckRequested", "CheckCompleted"]
