@@ -9,6 +9,8 @@ Each module follows the KernelBench convention -- ``Model``, ``get_inputs()``, `
 - ``get_init_inputs(shape="full")``: the constructor's arguments, the same for ``Model`` and a route's ``ModelNew``.
 - ``H200_MS``: eager, torch.compile and bandwidth-floor milliseconds measured on the pinned H200 (BENCHMARK.md).
 - ``floor_bytes(shape)``: the fewest bytes the problem must move (inputs read once, output written once).
+- ``FORWARD_TEMPORARIES`` and ``ORACLE_SLICES``: what the memory plan (``memory.py``) counts of the reference beyond
+  its inputs and output, and the dims the float64 oracle may be computed in slices along (None: it reduces over all).
 """
 
 import importlib

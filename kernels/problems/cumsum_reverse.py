@@ -9,6 +9,13 @@ KERNELBENCH_NAME = "91_cumsum_reverse"
 SHAPES = {"full": {"batch": 32768, "dim": 32768}, "smoke": {"batch": 5, "dim": 300}}
 H200_MS = {"eager": 10.156, "compile": 6.336, "floor": 2.058}
 
+# The memory plan (kernels/problems/memory.py): beyond its inputs and output, the reference's forward holds at most
+# this many temporaries the size of its largest input at once (the flipped input and its cumsum).
+FORWARD_TEMPORARIES = 2
+# The float64 oracle may run in slices along these dims ({input index: dim}; the output's dim 0: rows), which
+# the reference does not reduce over.
+ORACLE_SLICES = {0: 0}
+
 
 class Model(nn.Module):
     def __init__(self, dim: int = 1):

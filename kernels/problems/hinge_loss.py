@@ -10,6 +10,12 @@ KERNELBENCH_NAME = "100_HingeLoss"
 SHAPES = {"full": {"batch": 32768}, "smoke": {"batch": 45}}
 H200_MS = {"eager": 8.019, "compile": 1.104, "floor": 1.029}
 
+# The memory plan (kernels/problems/memory.py): beyond its inputs and output, the reference's forward holds at most
+# this many temporaries the size of its largest input at once (predictions * targets and 1 minus it).
+FORWARD_TEMPORARIES = 2
+# The float64 oracle cannot run in slices: the reference reduces over every element.
+ORACLE_SLICES = None
+
 
 class Model(nn.Module):
     def __init__(self):

@@ -10,6 +10,12 @@ KERNELBENCH_NAME = "96_HuberLoss"
 SHAPES = {"full": {"batch": 32768, "dim": 32768}, "smoke": {"batch": 40, "dim": 70}}
 H200_MS = {"eager": 3.975, "compile": 1.940, "floor": 2.058}
 
+# The memory plan (kernels/problems/memory.py): beyond its inputs and output, the reference's forward holds at most
+# this many temporaries the size of its largest input at once (the element-wise loss before its mean).
+FORWARD_TEMPORARIES = 1
+# The float64 oracle cannot run in slices: the reference reduces over every element.
+ORACLE_SLICES = None
+
 
 class Model(nn.Module):
     def __init__(self):

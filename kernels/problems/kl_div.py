@@ -10,6 +10,12 @@ KERNELBENCH_NAME = "98_KLDivLoss"
 SHAPES = {"full": {"batch": 16384, "dim": 16384}, "smoke": {"batch": 16, "dim": 130}}
 H200_MS = {"eager": 2.745, "compile": 0.719, "floor": 0.514}
 
+# The memory plan (kernels/problems/memory.py): beyond its inputs and output, the reference's forward holds at most
+# this many temporaries the size of its largest input at once (log(predictions), the divergence's element-wise terms).
+FORWARD_TEMPORARIES = 3
+# The float64 oracle cannot run in slices: the reference reduces over every element.
+ORACLE_SLICES = None
+
 
 class Model(nn.Module):
     def __init__(self):

@@ -16,6 +16,13 @@ SHAPES = {
 }
 H200_MS = {"eager": 8.090, "compile": 0.340, "floor": 0.129}
 
+# The memory plan (kernels/problems/memory.py): beyond its inputs and output, the reference's forward holds at most
+# this many temporaries the size of its largest input at once (its output and per-row statistics).
+FORWARD_TEMPORARIES = 0
+# The float64 oracle may run in slices along these dims ({input index: dim}; the output's dim 0: the batch), which
+# the reference does not reduce over.
+ORACLE_SLICES = {0: 0}
+
 
 class Model(nn.Module):
     def __init__(self, normalized_shape: tuple):

@@ -9,6 +9,13 @@ KERNELBENCH_NAME = "24_LogSoftmax"
 SHAPES = {"full": {"batch": 4096, "dim": 393216}, "smoke": {"batch": 5, "dim": 1000}}
 H200_MS = {"eager": 6.217, "compile": 4.899, "floor": 3.086}
 
+# The memory plan (kernels/problems/memory.py): beyond its inputs and output, the reference's forward holds at most
+# this many temporaries the size of its largest input at once (its output only (one fused kernel)).
+FORWARD_TEMPORARIES = 0
+# The float64 oracle may run in slices along these dims ({input index: dim}; the output's dim 0: rows), which
+# the reference does not reduce over.
+ORACLE_SLICES = {0: 0}
+
 
 class Model(nn.Module):
     def __init__(self, dim: int = 1):

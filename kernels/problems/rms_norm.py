@@ -12,6 +12,13 @@ SHAPES = {
 }
 H200_MS = {"eager": 11.331, "compile": 3.994, "floor": 3.601}
 
+# The memory plan (kernels/problems/memory.py): beyond its inputs and output, the reference's forward holds at most
+# this many temporaries the size of its largest input at once (x**2).
+FORWARD_TEMPORARIES = 1
+# The float64 oracle may run in slices along these dims ({input index: dim}; the output's dim 0: the batch), which
+# the reference does not reduce over.
+ORACLE_SLICES = {0: 0}
+
 
 class Model(nn.Module):
     def __init__(self, num_features: int, eps: float = 1e-5):

@@ -9,6 +9,12 @@ KERNELBENCH_NAME = "99_TripletMarginLoss"
 SHAPES = {"full": {"batch": 32768, "dim": 8192}, "smoke": {"batch": 20, "dim": 72}}
 H200_MS = {"eager": 3.150, "compile": 0.760, "floor": 0.772}
 
+# The memory plan (kernels/problems/memory.py): beyond its inputs and output, the reference's forward holds at most
+# this many temporaries the size of its largest input at once (one difference of two inputs at a time).
+FORWARD_TEMPORARIES = 1
+# The float64 oracle cannot run in slices: the reference reduces over every element.
+ORACLE_SLICES = None
+
 
 class Model(nn.Module):
     def __init__(self, margin: float = 1.0):

@@ -20,6 +20,7 @@ from typing import NoReturn
 
 import torch
 
+from contracts.metrics import MAX_PEAK_BYTES
 from services.verifier.harness.channel import Channel, ChannelClosed, ChannelTimeout, OutputTail, ProtocolError
 from services.verifier.harness.confine import Caps, Confinement, interpreter_paths
 from services.verifier.harness.context import CandidateDied, Context, CouldNotRun, problem_time_limit_s
@@ -32,6 +33,7 @@ CALIBRATION_PINGS = 20
 GPU_MEMORY_FRACTION = "0.55"  # of the GPU for the candidate's torch allocator (full shapes peak near 60 GB)
 CALIBRATION_BYTES = {"gpu": 64 << 20, "cpu": 4 << 20}  # the output region holds at least this
 CODE_ROOT = Path(__file__).resolve().parents[3]
+PEAK_ANSWER_S = 10.0  # the candidate's report of its peak memory, asked after each problem
 
 
 @dataclass(frozen=True)
@@ -277,6 +279,18 @@ class CandidateProcess:
 
     def died_during(self, what: str) -> str:
         return self._died(f"gave no answer to {what}")
+
+    def peak_bytes(self) -> int:
+        """The candidate's peak memory on its current problem, as it reports it (route code could write anything
+        there: a report for the memory plan, never judged); 0 where it cannot say."""
+        if self.dead or self.ready_at is None:
+            return 0
+        try:
+            header, _ = self.ask({"op": "peak_memory"}, time.monotonic() + PEAK_ANSWER_S)
+        except CandidateDied:
+            return 0
+        value = header.get("peak_bytes")
+        return value if type(value) is int and 0 <= value <= MAX_PEAK_BYTES else 0
 
     def note_caps(self) -> None:
         """The caps it ran into, asked once, as early as its end is known: an rlimit's count is of the processes

@@ -8,13 +8,14 @@ import shutil
 import subprocess
 import sys
 import time
+import traceback
 from pathlib import Path
 
 import torch
 
 from contracts import rules as rules_file
 from contracts.metrics import VERIFIER_VERSION
-from services.verifier.harness import noise
+from services.verifier.harness import memory, noise
 from services.verifier.harness.candidate_process import Candidates, CandidateSetup, make_workdir, stage_route
 from services.verifier.harness.confine import Caps
 from services.verifier.harness.context import Context, CouldNotRun, ProblemResult
@@ -22,7 +23,7 @@ from services.verifier.harness.device import release_memory
 from services.verifier.harness.gated import TIMING_PROTOCOL
 from services.verifier.harness.static_scan import scan_route
 from services.verifier.harness.timing import time_reference
-from services.verifier.harness.verify import make_kit, prepare_reference, verify_problem
+from services.verifier.harness.verify import judge_failure, make_kit, prepare_reference, verify_problem
 
 
 def candidate_caps(device: str) -> Caps:
@@ -122,9 +123,11 @@ def run_check(
     device: str | None = None,
     skip_static: bool = False,
     metrics_path: str | Path | None = None,
+    memory_budget: int | None = None,
 ) -> dict:
     """Judge a route directory; returns the metrics document, after the candidate process has exited. Raises
-    CouldNotRun when it cannot judge here. ``metrics_path``'s directory is hidden from the candidate."""
+    CouldNotRun when it cannot judge here. ``metrics_path``'s directory is hidden from the candidate;
+    ``memory_budget`` (bytes, else KB_MEMORY_BUDGET_MB): plan as if the card had only this much free."""
     started = time.monotonic()
     rules_path = Path(rules_path)
     try:
@@ -161,6 +164,19 @@ def run_check(
     shared_scans = [scan for rel, scan in scans.items() if rel not in problem_files]
     own_scans = {pid: ([scans[f"{pid}.py"]] if f"{pid}.py" in scans else []) + shared_scans for pid in problem_ids}
     submitted = [pid for pid in problem_ids if (route_dir / f"{pid}.py").is_file()]
+    # Said before, not after: a problem the card cannot hold is not judged, and not started (README, "The memory plan").
+    budget = memory.budget_from_env() if memory_budget is None else memory_budget
+    ctx.needs, not_judged = memory.plan(submitted, shapes, torch_device, budget)
+    for reason in not_judged.values():
+        print(f"kb verify: {reason}", file=sys.stderr, flush=True)
+    free, total = memory.free_bytes(torch_device)
+    memory_plan = {
+        "free_bytes": free,
+        "total_bytes": total,
+        "budget_bytes": budget,
+        "needs": {pid: {"judge": n.judge, "candidate": n.candidate, "total": n.total} for pid, n in ctx.needs.items()},
+    }
+    submitted = [pid for pid in submitted if pid not in not_judged]
 
     import kernels.problems
 
@@ -186,15 +202,23 @@ def run_check(
             candidates.start_early()
         reference_started = time.monotonic()
         for pid in submitted:
-            references[pid] = prepare_reference(ctx, pid)
-            references[pid].timing = time_reference(ctx, references[pid])
+            try:
+                references[pid] = prepare_reference(ctx, pid)
+                references[pid].timing = time_reference(ctx, references[pid])
+            except Exception as err:  # noqa: BLE001 -- the judge's own failure: that problem is not judged
+                traceback.print_exception(err, file=sys.stderr)
+                references.pop(pid, None)
+                not_judged[pid] = judge_failure(ctx, pid, err)
             release_memory(torch_device)
         reference_ended = time.monotonic()
         candidates.references_done(max((ref.output_bytes for ref in references.values()), default=0))
 
         for pid in problem_ids:
             problem_started = time.monotonic()
-            results.append(verify_problem(ctx, references.get(pid), candidates, pid, own_scans[pid], skip_static))
+            if pid in not_judged:
+                results.append(ProblemResult(pid, submitted=True, passed=False, not_judged=not_judged[pid]))
+            else:
+                results.append(verify_problem(ctx, references.get(pid), candidates, pid, own_scans[pid], skip_static))
             release_memory(torch_device)
             problem_phases[pid] = [problem_started, time.monotonic()]
             done = results[-1]
@@ -246,12 +270,16 @@ def run_check(
     confinement = candidates.confinement
     if confinement and (confinement.get("user") != "kb-job" and confinement.get("uid") == os.geteuid()):
         unverified.append("the candidate ran as the judge's own user (the judge was not started as root)")
+    incomplete = [r.id for r in results if r.not_judged]
+    if incomplete:
+        unverified.append(f"incomplete: {', '.join(incomplete)} not judged")
     if len(problem_ids) != len(rules.kernels):
         unverified.append(f"only {', '.join(problem_ids)} judged (--only)")
     return {
         "verifier_version": VERIFIER_VERSION,
         "benchmark_version": rules.benchmark_version,
         "passed": passed,
+        "incomplete": bool(incomplete),
         "verified": passed and not unverified,
         "not_verified_because": unverified,
         "reasons": reasons,
@@ -267,6 +295,7 @@ def run_check(
         "timer": kit.timer,
         "shapes": shapes,
         "rules_commit": rules_commit or rules_commit_of(rules_path),
+        "memory_plan": memory_plan,
         "isolation": {
             "candidate": confinement,
             "candidate_processes": candidates.started,

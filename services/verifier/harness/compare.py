@@ -9,7 +9,8 @@ import time
 
 import torch
 
-from services.verifier.harness import integrity
+from kernels.problems.memory import ORACLE_SLICE_BYTES
+from services.verifier.harness import integrity, memory
 from services.verifier.harness.context import run_model
 from services.verifier.harness.device import POISON
 
@@ -17,6 +18,7 @@ PRECISION_RATIO_BOUND = 4.0  # candidate error vs the float64 oracle over the re
 PRECISION_REL_ERROR_FLOOR = 1e-4  # ... and only when the error itself is TF32/bf16-like (fp32 kernels land far below)
 REFERENCE_ERROR_FLOOR = 1e-7  # denominator floor, for references that hit the oracle exactly
 COMPARE_CHUNK = 1 << 28  # elements compared at a time
+ORACLE_MARGIN_BYTES = 1 << 30  # what an unsliced oracle leaves free on the device beside its own float64 copies
 
 
 def fingerprint(out: torch.Tensor) -> tuple:
@@ -48,16 +50,17 @@ def max_abs_error(out: torch.Tensor, expected: torch.Tensor) -> float:
     return worst
 
 
-def relative_error(value: torch.Tensor, oracle: torch.Tensor) -> float:
-    """||value - oracle|| / ||oracle|| in float64, chunked so that full shapes need no float64 copy of the output."""
+def error_sums(value: torch.Tensor, oracle: torch.Tensor) -> tuple[float, float]:
+    """(||value - oracle||², ||oracle||²) in float64, chunked so that full shapes need no float64 copy of the output;
+    ``value`` is brought chunk by chunk to where the oracle is."""
     v, o = value.reshape(-1), oracle.reshape(-1)
     chunk = 1 << 26
     num = den = 0.0
     for start in range(0, v.numel(), chunk):
-        diff = v[start : start + chunk].double() - o[start : start + chunk]
+        diff = v[start : start + chunk].to(o.device, torch.float64) - o[start : start + chunk]
         num += float((diff * diff).sum())
         den += float((o[start : start + chunk] ** 2).sum())
-    return math.sqrt(num) / max(math.sqrt(den), 1e-300)
+    return num, den
 
 
 def received(header: dict, payload, expected: torch.Tensor, candidate, details: dict):
@@ -114,16 +117,19 @@ def output_faults(out, expected: torch.Tensor, rules) -> str | None:
     )
 
 
-def precision_fault(reference_model, inputs: list, out, expected, result) -> str | None:
+def precision_fault(ref, inputs: list, out, expected, result) -> str | None:
     """Error against a float64 oracle, the candidate's over the reference's own, recorded in ``result``: the class 8
-    violation, or None."""
-    oracle_model = copy.deepcopy(reference_model).double()
-    oracle_inputs = [t.double() if isinstance(t, torch.Tensor) and t.is_floating_point() else t for t in inputs]
-    oracle = run_model(oracle_model, oracle_inputs)
-    del oracle_inputs
-    candidate_error = relative_error(out, oracle)
-    reference_error = relative_error(expected, oracle)
-    del oracle
+    violation, or None. The oracle is computed where it fits (``oracle_parts``)."""
+    sums = {"candidate": [0.0, 0.0], "reference": [0.0, 0.0]}
+    for model, part_inputs, rows in oracle_parts(ref, inputs, out):
+        oracle = run_model(model, part_inputs)
+        del part_inputs
+        for name, value in (("candidate", out), ("reference", expected)):
+            num, den = error_sums(value if rows is None else value[rows], oracle)
+            sums[name][0] += num
+            sums[name][1] += den
+        del oracle
+    candidate_error, reference_error = (math.sqrt(n) / max(math.sqrt(d), 1e-300) for n, d in sums.values())
     ratio = max(candidate_error, REFERENCE_ERROR_FLOOR) / max(reference_error, REFERENCE_ERROR_FLOOR)
     result.error_ratio = ratio
     result.details["candidate_rel_error"] = candidate_error
@@ -134,3 +140,43 @@ def precision_fault(reference_model, inputs: list, out, expected, result) -> str
             f"(relative {candidate_error:.2e} vs {reference_error:.2e}), the level of TF32 or bf16 arithmetic"
         )
     return None
+
+
+def oracle_parts(ref, inputs: list, out: torch.Tensor):
+    """(the float64 model, its float64 inputs, the output rows they give or None for all) for each part of the oracle.
+
+    In slices along the dims the problem declares the reference does not reduce over (its ORACLE_SLICES), each slice
+    holding at most ORACLE_SLICE_BYTES of float64 copies; a problem that reduces over every element whole, on the
+    judge's device where it fits beside what is held there now, else on the host. Made whole on the device, the float64
+    copy of rms_norm's 7.5 GB input did not fit beside the rest on an 80 GB card (issue 42)."""
+    slices = ref.problem.ORACLE_SLICES
+    whole = 2 * (sum(_bytes(t) for t in inputs) + _bytes(out))
+    whole += 2 * ref.problem.FORWARD_TEMPORARIES * max((_bytes(t) for t in inputs), default=0)
+    if slices is not None and out.dim() > 0:
+        model = copy.deepcopy(ref.model).to(dtype=torch.float64)
+        whole_inputs = {i: _float64(t, out.device) for i, t in enumerate(inputs) if i not in slices}  # once
+        count = out.shape[0]
+        step = max(1, -(-count // max(1, -(-whole // ORACLE_SLICE_BYTES))))
+        for start in range(0, count, step):
+            rows = slice(start, min(start + step, count))
+            part = [
+                _float64(t.narrow(slices[i], start, rows.stop - start), out.device) if i in slices else whole_inputs[i]
+                for i, t in enumerate(inputs)
+            ]
+            yield model, part, rows
+        return
+    free, _ = memory.free_bytes(out.device)
+    place = out.device if whole + ORACLE_MARGIN_BYTES <= free else torch.device("cpu")
+    model = copy.deepcopy(ref.model).to(device=place, dtype=torch.float64)
+    yield model, [_float64(t, place) for t in inputs], None
+
+
+def _bytes(tensor) -> int:
+    return tensor.numel() * tensor.element_size() if isinstance(tensor, torch.Tensor) else 0
+
+
+def _float64(value, device: torch.device):
+    """An input as the oracle takes it: floating tensors in float64, every tensor on ``device``."""
+    if not isinstance(value, torch.Tensor):
+        return value
+    return value.to(device, torch.float64) if value.is_floating_point() else value.to(device)

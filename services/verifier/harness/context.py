@@ -58,9 +58,12 @@ class ProblemResult:
     reference_calls_ms: list[float] = field(default_factory=list)  # every timed call's time, for the noise
     candidate_calls_ms: list[float] = field(default_factory=list)
     speedup_interval: tuple[float, float] | None = None  # noise.speedup_interval, once judged
+    not_judged: str = ""  # the judge's own failure on this problem, and why: never the route's, never ranked
+    peak_judge_bytes: int = 0
+    peak_candidate_bytes: int = 0
 
     def subtask(self) -> dict:
-        """The fields of events.proto's Subtask message."""
+        """The fields of events.proto's Subtask message, the peaks as contracts/metrics.py reads them."""
         return {
             "id": self.id,
             "passed": self.passed,
@@ -82,6 +85,8 @@ class ProblemResult:
                 else {}
             ),
             **({"host_synced": True} if self.host_synced else {}),
+            **({"not_judged": self.not_judged} if self.not_judged else {}),
+            "peak_device_bytes": {"judge": self.peak_judge_bytes, "candidate": self.peak_candidate_bytes},
         }
 
 
@@ -91,6 +96,7 @@ class Context:
     shape: str
     device: torch.device
     kit: GpuKit | CpuKit
+    needs: dict = field(default_factory=dict)  # problem id -> its memory need (kernels/problems/memory.py)
 
     @property
     def runs(self) -> int:

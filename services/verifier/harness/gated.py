@@ -292,6 +292,6 @@ class Sampling:
                 f"like every timed call's, does not match the reference; {fault}"
             )
         if precision:
-            lowered = precision_fault(judge.ref.model, inputs, snapshot, expected, judge.result)
+            lowered = precision_fault(judge.ref, inputs, snapshot, expected, judge.result)
             if lowered:
                 raise Broken(lowered)

@@ -230,12 +230,26 @@ def region_bytes(places: list[dict]) -> int:
     return _round_up(places[-1]["offset"] + _place_bytes(places[-1]), ALIGN) if places else ALIGN
 
 
+# The memory this process made for the exchange (outside torch's allocator): live bytes and their peak since
+# reset_peak_made (memory.py counts it in the process's peak).
+_made = {"live": 0, "peak": 0}
+
+
+def reset_peak_made() -> None:
+    _made["peak"] = _made["live"]
+
+
+def peak_made() -> int:
+    return _made["peak"]
+
+
 class Region:
     """Shared memory seen as tensors: ``tensors`` are contiguous views of it, laid out by ``places`` (a timed slot's
     inputs, or the output region's bytes)."""
 
     def __init__(self, region, places: list[dict]):
         self.region, self.places = region, places
+        self.made_here = False  # made by this process (create), not mapped from the other's (open)
         self.tensors = []
         for place in places:
             start = place["offset"]
@@ -253,7 +267,11 @@ class Region:
     @classmethod
     def create(cls, places: list[dict], device: torch.device) -> "Region":
         kind = _CudaRegion if device.type == "cuda" else _HostRegion
-        return cls(kind.create(region_bytes(places), device), places)
+        made = cls(kind.create(region_bytes(places), device), places)
+        made.made_here = True
+        _made["live"] += made.size
+        _made["peak"] = max(_made["peak"], _made["live"])
+        return made
 
     @classmethod
     def open(cls, fd: int, size: int, places: list[dict], device: torch.device) -> "Region":
@@ -269,6 +287,9 @@ class Region:
 
     def close(self) -> None:
         self.tensors = []
+        if self.made_here:
+            _made["live"] -= self.size
+            self.made_here = False
         self.region.close()
 
 

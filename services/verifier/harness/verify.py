@@ -20,19 +20,24 @@ What runs where (docs: services/verifier/harness/README.md, "The process model")
   whether it wants that output back to re-check (class 4); on the CPU every output comes back and is re-checked.
 """
 
+import os
+import sys
 import time
+import traceback
 
 import torch
 
 from contracts.rules import Rules
 from kernels import problems as problem_registry
-from services.verifier.harness import draws
+from kernels.problems.memory import size_text
+from services.verifier.harness import draws, memory
 from services.verifier.harness.candidate_process import CandidateProcess, Candidates, ran_into
 from services.verifier.harness.compare import fingerprint, max_abs_error, output_faults, received
 from services.verifier.harness.context import (
     Broken,
     CandidateDied,
     Context,
+    CouldNotRun,
     ProblemResult,
     Reference,
     draw,
@@ -47,6 +52,8 @@ from services.verifier.harness.recorder import (
 )
 from services.verifier.harness.static_scan import ScanResult
 from services.verifier.harness.timing import judge_timing
+
+TEST_JUDGE_FAILS = "KB_TEST_JUDGE_FAILS"  # tests only: the problem whose judging fails on the judge's side
 
 
 def prepare_reference(ctx: Context, problem_id: str) -> Reference:
@@ -146,6 +153,7 @@ class Judge:
             if fault is not None:
                 raise Broken(self.explain_mismatch(fault, out, earlier, seed, True))
             self.check_ops(header, reference_ops)
+            fail_if_a_test_says_so(self.id)
             earlier.append(fingerprint(out))
             del inputs, expected, out
 
@@ -217,10 +225,13 @@ def verify_problem(
         finally:
             steps[name] = round(time.monotonic() - began, 3)
 
+    memory.reset_peak(ctx.device)
+    candidate = None
     try:
         if static and not skip_static:
             raise Broken(*static)
-        judge = Judge(ctx, ref, result, step("candidate", candidates.get), triton_kernels)
+        candidate = step("candidate", candidates.get)
+        judge = Judge(ctx, ref, result, candidate, triton_kernels)
         step("load", judge.load)
         step("correctness", judge.check_correctness)
         step("timing", lambda: judge_timing(judge))
@@ -230,7 +241,43 @@ def verify_problem(
     except CandidateDied as died:
         result.passed = False
         result.violations.append(str(died))
+    except CouldNotRun:
+        raise
+    except Exception as err:  # noqa: BLE001 -- the judge's own failure: this problem is not judged, the others are
+        traceback.print_exception(err, file=sys.stderr)
+        result.passed = False
+        result.not_judged = judge_failure(ctx, problem_id, err)
+        candidates.close()  # what it was doing when the judge failed is unknown: the next problem gets a new one
+        candidate = None
+    result.peak_judge_bytes = memory.peak_bytes(ctx.device)
+    if candidate is not None:
+        result.peak_candidate_bytes = candidate.peak_bytes()
     return result
+
+
+def judge_failure(ctx: Context, problem_id: str, err: Exception) -> str:
+    """Why a problem was not judged, for the person who runs the check: the judge's own failure, not the route's."""
+    what = (str(err).strip().splitlines() or [""])[0][:200]
+    if not isinstance(err, torch.OutOfMemoryError):
+        return (
+            f"{problem_id} not judged: the judge itself failed ({type(err).__name__}: {what}); not the route's doing, "
+            "the check is incomplete and can be run again"
+        )
+    free, total = memory.free_bytes(ctx.device)
+    need = ctx.needs.get(problem_id)
+    needs = f"needs about {size_text(need.total)} of device memory, " if need else ""
+    return (
+        f"{problem_id} not judged on this card: the judge ran out of memory ({what}); it {needs}the card has "
+        f"{size_text(total)} with {size_text(free)} free"
+    )
+
+
+def fail_if_a_test_says_so(problem_id: str) -> None:
+    """The test seam of a judge-side failure (tests/harness): where KB_TEST_JUDGE_FAILS names this problem, the judge
+    runs out of memory after its first comparison, as it did at rms_norm on an 80 GB card (issue 42). The candidate
+    process is never given the variable."""
+    if os.environ.get(TEST_JUDGE_FAILS) == problem_id:
+        raise torch.OutOfMemoryError(f"{TEST_JUDGE_FAILS} names {problem_id}: an out-of-memory error a test injected")
 
 
 def make_kit(device: torch.device, rules: Rules):
