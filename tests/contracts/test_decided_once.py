@@ -35,6 +35,8 @@ REGEX_CALLS = {"compile", "fullmatch", "match", "search", "findall", "finditer",
 STREAM_KINDS = {"route", "job", "pull", "issue", "check", "benchmark", "principal", "deadletter", "rules", "main"}
 IDENTITY_KINDS = {"system", "operator"}  # principal and operator names: contracts.names
 ROLE_MODULE = "contracts/access.py"
+# The hosted repository's refs and a route's folder (a clone's own refs/remotes/* are git's, not ours).
+HOSTED_PREFIXES = ("refs/heads/", "refs/tags/", "refs/jobs/", "refs/pull/", "routes/")
 
 
 def _python_files():
@@ -69,6 +71,10 @@ def _mentions(node: ast.AST, attribute: str) -> bool:
     return any(isinstance(n, ast.Attribute) and n.attr == attribute for n in ast.walk(node))
 
 
+def _spells_a_ref(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith(HOSTED_PREFIXES)
+
+
 def violations(relative: str, source: str) -> list[str]:
     found = []
     tree = ast.parse(source)
@@ -84,6 +90,8 @@ def violations(relative: str, source: str) -> list[str]:
         elif isinstance(node, ast.Compare) and relative != ROLE_MODULE:
             if any(_is_role(operand) for operand in (node.left, *node.comparators)):
                 found.append(f"{where}: a role comparison outside {ROLE_MODULE}")
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and _spells_a_ref(node.left):
+            found.append(f"{where}: a ref or route folder spelt ({node.left.value} + ...), not contracts.names")
         elif isinstance(node, ast.JoinedStr) and len(node.values) > 1:
             head = _literal_head(node)
             kind = re.match(r"([a-z]+):(?! )", head)
@@ -91,7 +99,7 @@ def violations(relative: str, source: str) -> list[str]:
                 found.append(f"{where}: a stream name spelt ({head}...), not contracts.names")
             elif kind and kind[1] in IDENTITY_KINDS:
                 found.append(f"{where}: an identity spelt ({head}...), not contracts.names")
-            elif head.startswith(("routes/", "refs/")):
+            elif head.startswith(HOSTED_PREFIXES):
                 found.append(f"{where}: a ref or route folder spelt ({head}...), not contracts.names")
             elif _mentions(node, "events_subject_prefix"):
                 found.append(f"{where}: a NATS subject spelt, not contracts.names")
@@ -116,6 +124,7 @@ def test_no_identifier_grammar_role_comparison_or_spelt_stream_outside_contracts
         ('def s(route):\n    return f"route:{route}"\n', "a stream name"),
         ('def s(n):\n    return f"pull:{n}"\n', "a stream name"),
         ('def s(r):\n    return f"routes/{r}/metrics.json"\n', "a ref or route folder"),
+        ('def s(v):\n    return "refs/heads/" + v\n', "a ref or route folder"),
         ('def s(settings):\n    return f"{settings.events_subject_prefix}.>"\n', "a NATS subject"),
         ('def s(name):\n    return f"system:consumer:{name}"\n', "an identity"),
         ('def r():\n    raise Refusal("NOT_FOUND", "unknown_pull", "no such pull request")\n', "not its contracts"),
