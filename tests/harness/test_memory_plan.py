@@ -13,7 +13,7 @@ from kernels.problems import memory as problem_memory
 from services.verifier.harness import check, compare
 from services.verifier.harness.context import ProblemResult, Reference
 from tests.harness.conftest import ROUTES, run_cli
-from tests.harness.test_comparisons import LargestNewTensor
+from tests.support.torch_modes import LargestNewTensor
 
 
 def test_the_judges_own_failure_on_one_problem_leaves_the_others_judged_and_the_check_incomplete(tmp_path):
