@@ -65,6 +65,14 @@ class Check:
     script: str
     metrics: str
     time_limit_s: int
+    partition: str = ""  # the runners' Slurm partition it runs on; "" runs it on the verifier's own host
+    gres: str = ""  # what it asks of a GPU runner (sbatch --gres), e.g. gpu:1
+    supersede: bool = False  # a route's newer push drops its still-queued checks of older commits
+
+    @property
+    def gpus(self) -> int:
+        """GPUs its gres asks for (0: none)."""
+        return int(self.gres.rsplit(":", 1)[1]) if self.gres else 0
 
 
 @dataclass(frozen=True)
@@ -125,6 +133,12 @@ class Rules:
             maintainers=tuple(data["maintainers"]),
             raw=data,
         )
+
+    @property
+    def runner_partitions(self) -> frozenset[str]:
+        """The partitions checks run on: the maintainers' runners, closed to jobs (services/scheduler refuses them,
+        Slurm's AllowAccounts too)."""
+        return frozenset(check.partition for check in self.checks if check.partition)
 
     def check(self, name: str) -> Check:
         for check in self.checks:
@@ -187,13 +201,31 @@ def validate(data, *, use_jsonschema: bool | None = None) -> None:
 
 
 def consistency_errors(data: Mapping) -> list[str]:
-    """What the schema cannot say: unique check names, a partition's default time within its maximum."""
+    """What the schema cannot say: unique check names, a check's partition among the partitions and its GPUs within
+    the partition's, a partition's default time within its maximum."""
     errors = []
     seen = set()
+    partitions = data["limits"]["partitions"]
     for index, check in enumerate(data["checks"]):
         if check["name"] in seen:
             errors.append(f"checks[{index}].name: duplicate check name {check['name']!r}")
         seen.add(check["name"])
+        partition = check.get("partition")
+        if partition is not None and partition not in partitions:
+            errors.append(
+                f"checks[{index}].partition: {partition!r} is not one of limits.partitions ({', '.join(partitions)})"
+            )
+        elif "gres" in check and partition is None:
+            errors.append(
+                f"checks[{index}].gres: a check asks for GPUs only on a partition (checks[{index}].partition)"
+            )
+        elif "gres" in check:
+            wanted, limit = int(check["gres"].rsplit(":", 1)[1]), partitions[partition]["gpus"]
+            if wanted > limit:
+                errors.append(
+                    f"checks[{index}].gres: {check['gres']} asks for {wanted} GPUs, more than"
+                    f" limits.partitions.{partition}.gpus ({limit})"
+                )
     for name, limits in data["limits"]["partitions"].items():
         if limits["default_time_s"] > limits["max_time_s"]:
             errors.append(

@@ -10,7 +10,8 @@ from contracts.rules import COLD_HOST_LAUNCH, Rules, RulesError, parse
 
 # What decides how a result is judged (docs/ARCHITECTURE.md, rules): a change to any of these makes old and new results
 # incomparable, so it needs a new benchmark.version (a new board). Everything else in scienceslack.json (the task's
-# wording, the name, status, maintainers, limits) may change on the same board.
+# wording, the name, status, maintainers, limits, and where and when checks run: CHECK_PLACEMENT) may change on the same
+# board.
 JUDGING_FIELDS = (
     ("guardrails",),
     ("benchmark", "kernels"),
@@ -48,6 +49,22 @@ def _leaf_differences(prefix: str, old, new) -> list[str]:
 TIMING_FIELDS = ("guardrails.timing", "benchmark.verifier_versions", "benchmark.verifier_version")
 
 
+# Of a check, where it runs (the runners' partition, the GPUs it asks for) and whether a newer push drops its queued
+# runs: none changes how a run is judged (the GPU judged on is guardrails.runner_gpu's).
+CHECK_PLACEMENT = ("partition", "gres", "supersede")
+
+
+def _without_placement(rules: Mapping) -> Mapping:
+    checks = rules.get("checks")
+    if not isinstance(checks, list):
+        return rules
+    judged = [
+        {k: v for k, v in check.items() if k not in CHECK_PLACEMENT} if isinstance(check, Mapping) else check
+        for check in checks
+    ]
+    return {**rules, "checks": judged}
+
+
 def _with_default_protocol(rules: Mapping) -> Mapping:
     """Rules that name no guardrails.timing.protocol time by version 1's rule (contracts.rules.Timing's default): the
     guard compares them as if they named it, so that writing the default out is not a change and dropping a named
@@ -61,7 +78,7 @@ def _with_default_protocol(rules: Mapping) -> Mapping:
 def judging_differences(old: Mapping, new: Mapping) -> list[str]:
     """The fields that judge results (JUDGING_FIELDS) whose values differ between two versions of the rules, as dotted
     paths (``guardrails.atol``, ``benchmark.kernels``, ``checks``)."""
-    old, new = _with_default_protocol(old), _with_default_protocol(new)
+    old, new = _without_placement(_with_default_protocol(old)), _without_placement(_with_default_protocol(new))
     differences = []
     for path in JUDGING_FIELDS:
         differences += _leaf_differences(".".join(path), _at(old, path), _at(new, path))

@@ -13,7 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from services.scheduler.slurm import Slurm
+from services.common.slurm import Slurm
 
 
 def summary(samples: list[float]) -> dict:

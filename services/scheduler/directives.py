@@ -35,9 +35,10 @@ class PartitionLimits:
 
 
 def partition_limits(approved: rules.Rules) -> dict[str, PartitionLimits]:
-    """The partitions of the rules; the first by name is the default, as in the rendered slurm.conf."""
+    """The partitions jobs may use: the rules' partitions but the runners' (checks[].partition, the maintainers' own);
+    the first by name is the default, as in the rendered slurm.conf."""
     partitions = approved.partitions
-    ordered = sorted(partitions)
+    ordered = sorted(name for name in partitions if name not in approved.runner_partitions)
     return {
         name: PartitionLimits(
             name=name,

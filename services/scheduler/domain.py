@@ -1,6 +1,6 @@
 """The scheduler's jobs as pure functions and plain data, no I/O: a job's view folded from its event stream, the
 events an observation of Slurm calls for, the route a submitted ref names, and the poll backoff. What a script asks
-of Slurm is directives.py's; what sacct and squeue print, slurm_records.py's.
+of Slurm is directives.py's; what sacct and squeue print, services/common/slurm.py's.
 """
 
 from dataclasses import dataclass, field, replace
@@ -9,7 +9,7 @@ from kernelboard.v1 import events_pb2, scheduler_pb2
 
 from contracts import names
 from contracts.refusals import Refusal, clip
-from services.scheduler.slurm_records import QueueRecord, SacctRecord
+from services.common.slurm import QueueRecord, SacctRecord
 
 # Slurm's terminal states, each handled: the job is over and its directory becomes a commit.
 FINISHED_STATES = frozenset(

@@ -26,6 +26,7 @@ from services.common.eventlog import ConcurrencyConflict, NewEvent
 from services.common.hostedgit import GitError
 from services.common.logs import bind_ids, get_logger
 from services.common.setaside import SetAside
+from services.common.slurm import Slurm, SlurmError
 from services.scheduler import directives, domain
 from services.scheduler.domain import JobView
 from services.scheduler.jobdir import (
@@ -35,7 +36,6 @@ from services.scheduler.jobdir import (
     hand_over,
     placement,
 )
-from services.scheduler.slurm import Slurm, SlurmError
 
 log = get_logger(component="scheduler")
 

@@ -15,11 +15,11 @@ from services.common.config import ServerConfig, Settings
 from services.common.eventlog import EventLog
 from services.common.grpcserver import serve
 from services.common.logs import configure_logging, get_logger
+from services.common.slurm import Slurm
 from services.scheduler.api import SchedulerServicer
 from services.scheduler.ingest_client import IngestPusher
 from services.scheduler.jobdir import HostedRepo, closed_folder, default_jobs_dir
 from services.scheduler.jobs import JobService, SchedulerConfig
-from services.scheduler.slurm import Slurm
 
 log = get_logger(component="scheduler")
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -74,14 +74,18 @@ def config_from_env(settings: Settings) -> SchedulerConfig:
 
 
 def slurm_state_dirs(slurm_conf: str | None) -> tuple[str, ...]:
-    """Slurm's spool and controller state (every job's script lies there), read from slurm.conf: hidden from jobs."""
+    """Slurm's spool and controller state (every job's script lies there), read from slurm.conf: hidden from jobs.
+    A path with a per-node part (``spool/%n``) is hidden from its folder above that part: every node's spool."""
     if not slurm_conf or not Path(slurm_conf).is_file():
         return ()
     dirs = []
     for line in Path(slurm_conf).read_text().splitlines():
         key, _, value = line.partition("=")
         if key.strip().lower() in {"slurmdspooldir", "statesavelocation"} and value.strip():
-            dirs.append(value.split("#", 1)[0].strip())
+            path = value.split("#", 1)[0].strip()
+            if "%" in path:
+                path = str(Path(path.split("%", 1)[0] + "x").parent)
+            dirs.append(path)
     return tuple(dirs)
 
 

@@ -58,6 +58,13 @@ def test_reference_file_loads_into_the_view():
     assert rules.timing.statistic == "median" and rules.timing.l2_flush is True
     assert rules.timing.protocol == COLD_DEVICE_BLOCKING
     assert rules.check("verify").script == "checks/verify.sbatch"
+    assert (rules.check("verify").partition, rules.check("verify").gres, rules.check("verify").gpus) == (
+        "runners",
+        "gpu:1",
+        1,
+    )
+    assert rules.check("verify").supersede is False  # every push judged unless the rules say otherwise
+    assert rules.runner_partitions == {"runners"}
     assert rules.partitions["main"].max_time_s == 3600 and rules.partitions["main"].gpus == 0
     assert rules.maintainers == ("curator",)
     assert rules.raw["benchmark"]["name"] == "KernelBench operators"
@@ -198,6 +205,25 @@ def test_consistency_duplicate_checks_and_default_time(rules_dict):
     )
 
 
+def test_a_check_runs_on_a_known_partition_within_its_gpus(rules_dict):
+    rules_dict["checks"][0]["partition"] = "gpu"
+    assert errors_of(rules_dict) == ("checks[0].partition: 'gpu' is not one of limits.partitions (main, runners)",)
+    rules_dict["checks"][0]["partition"] = "runners"
+    rules_dict["checks"][0]["gres"] = "gpu:h200:2"
+    assert errors_of(rules_dict) == (
+        "checks[0].gres: gpu:h200:2 asks for 2 GPUs, more than limits.partitions.runners.gpus (1)",
+    )
+    rules_dict["checks"][0]["gres"] = "gpu:0"
+    (error,) = errors_of(rules_dict)
+    assert error == "checks[0].gres: 'gpu:0' must be gpu:N or gpu:TYPE:N (N from 1 to 99)"
+    del rules_dict["checks"][0]["partition"]
+    rules_dict["checks"][0]["gres"] = "gpu:1"
+    assert errors_of(rules_dict) == ("checks[0].gres: a check asks for GPUs only on a partition (checks[0].partition)",)
+    rules_dict["checks"][0]["supersede"] = "yes"
+    (error,) = errors_of(rules_dict)
+    assert error.startswith("checks[0].supersede: must be a boolean")
+
+
 def test_bad_partition_name_and_empty_partitions(rules_dict):
     rules_dict["limits"]["partitions"]["GPU big"] = rules_dict["limits"]["partitions"]["main"]
     (error,) = errors_of(rules_dict)
@@ -278,11 +304,17 @@ def dotted(path) -> str:
 
 
 def test_every_required_field_removed_is_named(rules_dict):
-    """Each field of the reference is required (partition names aside, and the timing protocol, which rules approved
-    before it existed leave out): dropping any one names exactly it."""
-    optional = {("limits", "partitions", "main"), ("guardrails", "timing", "protocol")}
+    """Each field of the reference is required (partition names aside, the timing protocol, which rules approved
+    before it existed leave out, and where a check runs): dropping any one names exactly it."""
+    optional = {
+        ("limits", "partitions", "main"),
+        ("limits", "partitions", "runners"),
+        ("guardrails", "timing", "protocol"),
+        ("checks", 0, "partition"),
+        ("checks", 0, "gres"),
+    }
     paths = [path for path, _ in leaf_and_object_paths(rules_dict) if path not in optional]
-    assert len(paths) == 34
+    assert len(paths) == 39
     for path in paths:
         broken = copy.deepcopy(rules_dict)
         del at(broken, path[:-1])[path[-1]]

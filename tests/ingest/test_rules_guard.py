@@ -197,3 +197,21 @@ async def test_the_tag_refuses_judging_changes_on_the_same_version(stack, tmp_pa
     lowered = changed(reworded, "benchmark.version", version)
     _, call = await approve(stack, work, lowered, "back to the old version", sha3)
     await refused(stack, call, grpc.StatusCode.FAILED_PRECONDITION, "never goes down")
+
+
+def test_where_checks_run_is_not_a_judging_change():
+    """checks[].partition, gres and supersede say where and when a check runs, not how it is judged: moving checks
+    onto the runners (or off them) keeps the board; the check's script still counts."""
+    rules = project_rules()
+    local = copy.deepcopy(rules)
+    for check in local["checks"]:
+        for key in rules_guard.CHECK_PLACEMENT:
+            check.pop(key, None)
+    superseding = copy.deepcopy(rules)
+    superseding["checks"][0]["supersede"] = True
+    for new in (local, superseding):
+        assert rules_guard.judging_differences(rules, new) == []
+        check_change(rules, new)
+    other_script = copy.deepcopy(local)
+    other_script["checks"][0]["script"] = "checks/other.sbatch"
+    assert rules_guard.judging_differences(rules, other_script) == ["checks"]

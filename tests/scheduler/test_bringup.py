@@ -24,9 +24,13 @@ def test_a_rerun_keeps_everything_running(slurm_conf):
     done = up({"KB_HOME": str(kb_home)})
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == f"export SLURM_CONF={slurm_conf}"
-    for daemon in ("slurmdbd", "slurmctld", "slurmd"):
+    for daemon in (
+        "slurmdbd",
+        "slurmctld",
+        *(f"slurmd of {node}" for node in ("jobs", "runner1", "runner2", "runner3")),
+    ):
         assert f"{daemon} already running" in done.stderr
-    assert "node localhost ready" in done.stderr
+    assert "restarting" not in done.stderr and "nodes jobs runner1 runner2 runner3 ready" in done.stderr
 
 
 def test_another_cluster_on_the_same_ports_is_refused(slurm_conf, tmp_path):

@@ -93,8 +93,8 @@ async def test_slurm_sh_and_kb_job_from_a_clone(stack, tmp_path):
 
 async def test_an_orphaned_slurm_job_is_cancelled_when_the_scheduler_starts(stack, slurm_conf, tmp_path):
     """sbatch ran but the scheduler died before recording the job: nobody would follow it, so it must not run."""
+    from services.common.slurm import Slurm
     from services.scheduler.jobs import SchedulerConfig
-    from services.scheduler.slurm import Slurm
 
     slurm = Slurm(slurm_conf)
     (tmp_path / "orphan.sh").write_text("#!/bin/bash\nsleep 300\n")

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 from kernelboard.v1 import events_pb2
 
 from contracts import rules
-from services.scheduler import directives, domain, slurm_records
+from services.common import slurm
+from services.scheduler import directives, domain
 from services.scheduler.directives import DirectiveError
 
 RULES = rules.load_file(Path(__file__).resolve().parents[2] / "scienceslack.json")
@@ -74,6 +75,7 @@ def test_over_limit_requests_name_the_limit(directive, named):
     "directive, message",
     [
         ("--partition=gpu", "no such partition"),
+        ("--partition=runners", "no such partition"),  # the maintainers' runners: checks only
         ("--time=soon", "not a Slurm time"),
         ("--time=UNLIMITED", "unlimited"),
         ("--mem=lots", "not a memory size"),
@@ -112,22 +114,38 @@ def test_route_refs():
 
 
 def test_sacct_lines():
-    text = "12|COMPLETED|0:0|3|6\n13|CANCELLED by 0|0:15|70|140\n14|FAILED|7:0|0|0\n15|RUNNING|0:0|5|5\n\n"
-    records = slurm_records.parse_sacct(text)
-    assert records["12"] == slurm_records.SacctRecord("12", "COMPLETED", 0, 0, 3.0, 6.0)
-    assert (records["13"].state, records["13"].signal) == ("CANCELLED", 15)
+    text = (
+        "12|COMPLETED|0:0|3|6|jobs|billing=2,cpu=2,mem=100M,node=1|kb-a\n"
+        "13|CANCELLED by 0|0:15|70|140|runner2|cpu=2,gres/gpu=1,mem=1G,node=1|kb-check-x|y\n"
+        "14|FAILED|7:0|0|0|jobs||b\n15|RUNNING|0:0|5|5|jobs||c\n16|PENDING|0:0|0|0|None assigned||d\n\n"
+    )
+    records = slurm.parse_sacct(text)
+    assert records["12"] == slurm.SacctRecord("12", "COMPLETED", 0, 0, 3.0, 6.0, "jobs", 0, "kb-a")
+    assert (records["13"].state, records["13"].signal, records["13"].gpus) == ("CANCELLED", 15, 1)
+    assert (records["13"].node, records["13"].name) == ("runner2", "kb-check-x|y")
     assert records["14"].exit_code == 7
     assert records["15"].state == "RUNNING"
-    with pytest.raises(ValueError, match="expected 5"):
-        slurm_records.parse_sacct("12|COMPLETED\n")
+    assert records["16"].node == ""
+    with pytest.raises(ValueError, match="expected 8"):
+        slurm.parse_sacct("12|COMPLETED\n")
+
+
+def test_sinfo_lines():
+    nodes = slurm.parse_sinfo("runner1|idle\nrunner2|down*\nrunner3|allocated\nrunner3|allocated\nrunner4|drained\n")
+    assert [(n.name, n.up) for n in nodes] == [
+        ("runner1", True),
+        ("runner2", False),
+        ("runner3", True),
+        ("runner4", False),
+    ]
 
 
 def test_squeue_lines():
-    records = slurm_records.parse_squeue("20|PENDING|JobHeldAdmin|kb-a|b\n21|RUNNING|None|kb-x-1\n")
+    records = slurm.parse_squeue("20|PENDING|JobHeldAdmin|kb-a|b\n21|RUNNING|None|kb-x-1\n")
     assert records["20"].reason == "JobHeldAdmin" and records["21"].reason == ""
     assert records["20"].name == "kb-a|b" and records["21"].name == "kb-x-1"
     with pytest.raises(ValueError, match="expected 4"):
-        slurm_records.parse_squeue("20|PENDING\n")
+        slurm.parse_squeue("20|PENDING\n")
 
 
 def envelope(version: int, **payload) -> events_pb2.Event:
@@ -161,7 +179,7 @@ def test_fold_follows_the_stream():
 
 @pytest.mark.parametrize("state", sorted(domain.FINISHED_STATES))
 def test_every_end_state_finishes_the_job(state):
-    record = slurm_records.SacctRecord("1", state, 1, 9, 10.0, 20.0)
+    record = slurm.SacctRecord("1", state, 1, 9, 10.0, 20.0)
     finished = domain.observe(submitted_view(), record, None)
     assert isinstance(finished, events_pb2.JobFinished)
     assert (finished.state, finished.exit_code, finished.signal, finished.cpu_seconds) == (state, 1, 9, 20.0)
@@ -170,26 +188,24 @@ def test_every_end_state_finishes_the_job(state):
 def test_an_unknown_job_is_never_done():
     assert domain.observe(submitted_view(), None, None) is None
     # squeue may drop a finished job before accounting has it: wait for sacct rather than guess.
-    assert domain.observe(submitted_view(), None, slurm_records.QueueRecord("1", "COMPLETED", "")) is None
+    assert domain.observe(submitted_view(), None, slurm.QueueRecord("1", "COMPLETED", "")) is None
 
 
 def test_state_changes_are_reported_once():
     view = submitted_view(held=True)
-    queue = slurm_records.QueueRecord("1", "PENDING", "JobHeldAdmin")
-    assert domain.observe(view, slurm_records.SacctRecord("1", "PENDING", 0, 0, 0, 0), queue) is None
-    running = domain.observe(
-        view, slurm_records.SacctRecord("1", "RUNNING", 0, 0, 1, 1), slurm_records.QueueRecord("1", "RUNNING", "")
-    )
+    queue = slurm.QueueRecord("1", "PENDING", "JobHeldAdmin")
+    assert domain.observe(view, slurm.SacctRecord("1", "PENDING", 0, 0, 0, 0), queue) is None
+    running = domain.observe(view, slurm.SacctRecord("1", "RUNNING", 0, 0, 1, 1), slurm.QueueRecord("1", "RUNNING", ""))
     assert (running.state, running.reason) == ("RUNNING", "")
     view = domain.fold(view, envelope(3, job_state_changed=running))
-    assert domain.observe(view, slurm_records.SacctRecord("1", "RUNNING", 0, 0, 2, 2), None) is None
+    assert domain.observe(view, slurm.SacctRecord("1", "RUNNING", 0, 0, 2, 2), None) is None
 
 
 def test_a_finished_job_takes_no_more_events():
     view = domain.fold(
         submitted_view(), envelope(2, job_finished=events_pb2.JobFinished(job_id="1", state="COMPLETED"))
     )
-    assert domain.observe(view, slurm_records.SacctRecord("1", "COMPLETED", 0, 0, 1, 1), None) is None
+    assert domain.observe(view, slurm.SacctRecord("1", "COMPLETED", 0, 0, 1, 1), None) is None
 
 
 def test_backoff_doubles_to_a_cap():
@@ -197,7 +213,7 @@ def test_backoff_doubles_to_a_cap():
 
 
 def test_slurm_refusals_are_told_from_an_unreachable_cluster():
-    from services.scheduler.slurm import is_refusal
+    from services.common.slurm import is_refusal
 
     assert is_refusal("sbatch: error: Batch job submission failed: More processors requested than permitted")
     assert is_refusal("scontrol: error: Access/permission denied for job 12")
@@ -316,6 +332,6 @@ def test_scripts_that_are_not_runnable_text_are_refused_clearly(content, words):
     ],
 )
 def test_slurm_messages_map_to_clear_codes(message, code):
-    from services.scheduler.slurm import refusal_code
+    from services.common.slurm import refusal_code
 
     assert refusal_code(message) == code

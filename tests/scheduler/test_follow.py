@@ -8,9 +8,9 @@ import pytest
 from kernelboard.v1 import events_pb2
 
 from services.common.eventlog import EventLog, NewEvent
+from services.common.slurm import Slurm
 from services.scheduler.jobdir import HostedRepo
 from services.scheduler.jobs import POLL_ERRORS, JobService, SchedulerConfig
-from services.scheduler.slurm import Slurm
 from tests.support.databases import create_database, drop_database
 
 pytestmark = pytest.mark.slurm

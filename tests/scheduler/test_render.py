@@ -43,7 +43,8 @@ def test_partition_main_carries_the_rules_limits():
     assert fields["MaxTime"] == "60" and fields["DefaultTime"] == "10"
     assert fields["MaxCPUsPerNode"] == "4" and fields["MaxMemPerNode"] == "8192" and fields["DefMemPerCPU"] == "2048"
     assert "EnforcePartLimits=ALL" in slurm_conf
-    assert "NodeName=localhost NodeAddr=127.0.0.1 CPUs=2 RealMemory=20000" in slurm_conf
+    assert "NodeName=jobs NodeAddr=127.0.0.1 Port=6818 CPUs=2 RealMemory=20000" in slurm_conf
+    assert "Default=YES" in partition and "Nodes=jobs" in partition and "AllowAccounts" not in partition
     assert "StateSaveLocation=/state/ctld" in slurm_conf
     assert "StoragePass=secret" in slurmdbd_conf and "StorageLoc=acct" in slurmdbd_conf
 
@@ -60,3 +61,34 @@ def test_gpu_partitions_are_refused_on_the_local_cluster():
     changed["limits"]["partitions"]["main"]["gpus"] = 1
     with pytest.raises(ValueError, match="gpus must be 0"):
         render.render(rules(changed), VALUES)
+
+
+def test_the_runners_partition_is_the_maintainers_own_nodes():
+    slurm_conf, _ = render.render(rules(), VALUES)
+    partition = next(line for line in slurm_conf.splitlines() if line.startswith("PartitionName=runners"))
+    fields = dict(field.split("=", 1) for field in partition.split())
+    assert fields["Nodes"] == "runner[1-3]" and fields["AllowAccounts"] == "kb-runners" and fields["Default"] == "NO"
+    # Three slurmd of one host: an address and a port each; no GRES on a machine without GPUs (the CPU profile).
+    assert "NodeName=runner[1-3] NodeAddr=127.0.0.[2-4] Port=6827-6829 CPUs=2 RealMemory=20000" in slurm_conf
+    assert "Gres" not in slurm_conf and "AccountingStorageEnforce=associations" in slurm_conf
+    one, _ = render.render(rules(), {**VALUES, "runner_count": 1})
+    assert "NodeName=runner1 NodeAddr=127.0.0.2 Port=6827 " in one and "Nodes=runner1 " in one
+
+
+def test_rules_without_a_runners_partition_render_no_runner_nodes():
+    changed = rules_dict()
+    for check in changed["checks"]:
+        check.pop("partition"), check.pop("gres")
+    del changed["limits"]["partitions"]["runners"]
+    slurm_conf, _ = render.render(rules(changed), VALUES)
+    assert "NodeName=runner" not in slurm_conf and "PartitionName=runners" not in slurm_conf
+    assert "AllowAccounts=" not in slurm_conf
+
+
+def test_every_nodes_spool_is_hidden_from_jobs(tmp_path):
+    """slurm.conf names the spool per node (spool/%n); the scheduler hides the folder above, every node's spool."""
+    from services.scheduler.server import slurm_state_dirs
+
+    slurm_conf, _ = render.render(rules(), VALUES)
+    (tmp_path / "slurm.conf").write_text(slurm_conf)
+    assert slurm_state_dirs(str(tmp_path / "slurm.conf")) == ("/state/ctld", "/state/spool")

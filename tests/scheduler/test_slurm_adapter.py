@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from services.scheduler.slurm import Slurm, SlurmError
+from services.common.slurm import Slurm, SlurmError
 from tests.common.waiting import eventually
 
 pytestmark = pytest.mark.slurm

@@ -29,7 +29,7 @@ stop() {
 }
 
 [[ -s "$STARTED" ]] || { say "nothing recorded as started in $STARTED"; exit 0; }
-for name in slurmd slurmctld slurmdbd mariadb munged; do
+for name in $(grep -x 'slurmd-.*' "$STARTED") slurmd slurmctld slurmdbd mariadb munged; do
   grep -qx "$name" "$STARTED" && stop "$name"
 done
 rm -f "$STARTED"

@@ -1,4 +1,4 @@
-"""Render slurm.conf and slurmdbd.conf for the local single-node cluster from scienceslack.json's `limits`.
+"""Render slurm.conf and slurmdbd.conf for the local cluster from scienceslack.json's `limits` and `checks`.
 
 Standard library only: up.sh runs it with the system python before any virtualenv exists. It reads the rules through
 contracts.rules (stdlib only too), the project's one reader of scienceslack.json.
@@ -8,6 +8,12 @@ The rules name partition limits the cluster enforces at submission (EnforcePartL
 any --gres=gpu request. The node itself is declared with the CPUs and memory this machine really has; where the rules
 allow more (4 CPUs on a 2-CPU node), a request between the two passes the partition limit and is refused by sbatch
 because no node can hold it. The scheduler checks the rules' limits itself before sbatch and names the limit.
+
+The partitions checks run on (`checks[].partition`) are the maintainers' runners: their own nodes (`runner1`..N, one
+slurmd each on this host, `slurmd -N`, distinct ports), `AllowAccounts` the verifier's account alone
+(contracts.runners), never the default. Each runner node is declared with this machine's CPUs and memory: a check
+takes a whole runner (the verifier asks for --exclusive on a CPU runner). On a machine without GPUs the runners run
+the CPU profile and carry no GRES, whatever the rules' `gpus` (the rules describe the benchmark's runners).
 """
 
 import argparse
@@ -21,6 +27,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2]))  # the project root, for contracts/ (run as a script, before any venv)
 
 from contracts import rules as rules_file  # noqa: E402
+from contracts import runners  # noqa: E402
+
+JOBS_NODE = "jobs"  # not "localhost": beside other nodes, 22.05 refused a node of that name ("Duplicated NodeHostName")
+RUNNER_PREFIX = "runner"
 
 
 def slurm_minutes(seconds: int) -> str:
@@ -30,35 +40,62 @@ def slurm_minutes(seconds: int) -> str:
     return f"{seconds // 60}:{seconds % 60:02d}"
 
 
-def partition_lines(partitions, node_name: str, node_cpus: int, node_mem_mb: int) -> list[str]:
+def runner_names(count: int) -> list[str]:
+    return [f"{RUNNER_PREFIX}{index}" for index in range(1, count + 1)]
+
+
+def partition_lines(rules: rules_file.Rules, node_cpus: int, node_mem_mb: int, runner_count: int) -> list[str]:
     lines = []
-    for index, (name, limits) in enumerate(sorted(partitions.items())):
+    jobs_partitions = sorted(name for name in rules.partitions if name not in rules.runner_partitions)
+    runner_nodes = f"{RUNNER_PREFIX}[1-{runner_count}]" if runner_count > 1 else f"{RUNNER_PREFIX}1"
+    for name, limits in sorted(rules.partitions.items()):
         cpus, mem_mb = limits.cpus, limits.mem_mb
         # A job without --mem gets DefMemPerCPU per CPU; without it a job takes the whole node and jobs run one by one.
         def_mem_per_cpu = max(1, min(mem_mb // max(cpus, 1), node_mem_mb // max(node_cpus, 1)))
+        runners_partition = name in rules.runner_partitions
         fields = [
             f"PartitionName={name}",
-            f"Nodes={node_name}",
-            f"Default={'YES' if index == 0 else 'NO'}",
+            f"Nodes={runner_nodes if runners_partition else JOBS_NODE}",
+            f"Default={'YES' if jobs_partitions and name == jobs_partitions[0] else 'NO'}",
             f"MaxTime={slurm_minutes(limits.max_time_s)}",
             f"DefaultTime={slurm_minutes(limits.default_time_s)}",
             f"MaxCPUsPerNode={cpus}",
             f"MaxMemPerNode={mem_mb}",
             f"DefMemPerCPU={def_mem_per_cpu}",
-            "State=UP",
         ]
+        if runners_partition:
+            fields.append(f"AllowAccounts={runners.RUNNERS_ACCOUNT}")
+        fields.append("State=UP")
         lines.append(" ".join(fields))
     return lines
 
 
+def node_lines(rules: rules_file.Rules, values: dict) -> list[str]:
+    """The jobs' node, then the runner nodes (only when the rules name a runners' partition), each on its own port."""
+    size = f"CPUs={values['node_cpus']} RealMemory={values['node_mem_mb']} State=UNKNOWN"
+    lines = [f"NodeName={JOBS_NODE} NodeAddr=127.0.0.1 Port={values['slurmd_port']} {size}"]
+    if rules.runner_partitions:
+        # One line for all runners: each its own address (this Slurm build allows one slurmd per address, and all of
+        # 127/8 is this host) and port. Separate lines for them made this 22.05 build refuse the config
+        # ("Duplicated NodeHostName").
+        count, port = int(values["runner_count"]), int(values["runner_port_base"])
+        names, addresses, ports = f"{RUNNER_PREFIX}1", "127.0.0.2", str(port)
+        if count > 1:
+            names = f"{RUNNER_PREFIX}[1-{count}]"
+            addresses, ports = f"127.0.0.[2-{count + 1}]", f"{port}-{port + count - 1}"
+        lines.append(f"NodeName={names} NodeAddr={addresses} Port={ports} {size}")
+    return lines
+
+
 def render(rules: rules_file.Rules, values: dict) -> tuple[str, str]:
-    partitions = rules.partitions  # at least one: the rules' schema says so
-    if any(limits.gpus > 0 for limits in partitions.values()):
+    if any(limits.gpus > 0 for name, limits in rules.partitions.items() if name not in rules.runner_partitions):
         raise ValueError("limits.partitions: GPUs are not available on the local cluster (gpus must be 0)")
     values = dict(values)
-    values["partitions"] = "\n".join(
-        partition_lines(partitions, "localhost", int(values["node_cpus"]), int(values["node_mem_mb"]))
-    )
+    values.setdefault("runner_count", 3)
+    values.setdefault("runner_port_base", int(values["ctld_port"]) + 10)
+    node_cpus, node_mem_mb = int(values["node_cpus"]), int(values["node_mem_mb"])
+    values["nodes"] = "\n".join(node_lines(rules, values))
+    values["partitions"] = "\n".join(partition_lines(rules, node_cpus, node_mem_mb, int(values["runner_count"])))
     slurm_conf = Template((HERE / "slurm.conf.in").read_text()).substitute(values)
     slurmdbd_conf = Template((HERE / "slurmdbd.conf.in").read_text()).substitute(values)
     return slurm_conf, slurmdbd_conf
@@ -81,9 +118,15 @@ def main(argv=None) -> int:
     parser.add_argument("--db-user", default="kb_slurm")
     parser.add_argument("--db-password-file", required=True)
     parser.add_argument("--db-name", default="kb_slurm_acct")
-    parser.add_argument("--port-base", type=int, default=6817, help="slurmctld; slurmd +1, slurmdbd +2")
+    parser.add_argument(
+        "--port-base", type=int, default=6817, help="slurmctld; slurmd +1, slurmdbd +2, runner nodes +10 on"
+    )
+    parser.add_argument("--runners", type=int, default=3, help="runner nodes of the runners' partition")
     args = parser.parse_args(argv)
 
+    if args.runners < 1:
+        print("render.py: --runners must be at least 1", file=sys.stderr)
+        return 1
     try:
         rules = rules_file.load_file(args.rules)
         slurm_conf, slurmdbd_conf = render(
@@ -100,6 +143,8 @@ def main(argv=None) -> int:
                 "ctld_port": args.port_base,
                 "slurmd_port": args.port_base + 1,
                 "dbd_port": args.port_base + 2,
+                "runner_count": args.runners,
+                "runner_port_base": args.port_base + 10,
             },
         )
     except (OSError, ValueError, KeyError) as err:

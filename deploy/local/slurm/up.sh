@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Bring up a real single-node Slurm 22.05 (munged, slurmdbd on MariaDB, slurmctld, slurmd) for kernelboard.
+# Bring up a real Slurm 22.05 on this host (munged, slurmdbd on MariaDB, slurmctld, one slurmd per node: the jobs'
+# node `jobs` and the runner nodes of the checks' partition, `slurmd -N runnerN`) for kernelboard.
 # Idempotent: what already runs is left alone. Every wait is bounded. State lives in $KB_HOME/slurm.
 # On success prints the SLURM_CONF to export; also written to $KB_HOME/slurm/env.
 #
 # Environment: KB_HOME (default ~/.kernelboard), KB_RULES (default <repo>/scienceslack.json),
 #              KB_SLURM_DB_PORT (default 3306: an existing MariaDB there is reused, else one is started),
 #              KB_SLURM_PORT_BASE (default 6817: slurmctld, slurmd = +1, slurmdbd = +2; another base lets a second
-#              cluster run beside the first), KB_SLURM_NO_INSTALL=1 to fail instead of running apt-get.
+#              cluster run beside the first; runner nodes listen on +10 on), KB_SLURM_RUNNERS (default 3: runner
+#              nodes), KB_SLURM_NO_INSTALL=1 to fail instead of running apt-get.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -16,7 +18,11 @@ STATE="$KB_HOME/slurm"
 ETC="$STATE/etc"
 RULES="${KB_RULES:-$REPO/scienceslack.json}"
 DB_PORT="${KB_SLURM_DB_PORT:-3306}"
-PORT_BASE="${KB_SLURM_PORT_BASE:-6817}"
+# A cluster keeps the ports and runners it was first brought up with: a rerun that does not name them must not
+# render another cluster's ports (and reconfigure that one).
+PORT_BASE="${KB_SLURM_PORT_BASE:-$(cat "$STATE/port-base" 2>/dev/null ||
+  sed -n 's/^SlurmctldPort=\([0-9]*\)$/\1/p' "$ETC/slurm.conf" 2>/dev/null | grep . || echo 6817)}"
+RUNNERS="${KB_SLURM_RUNNERS:-$(cat "$STATE/runners" 2>/dev/null || echo 3)}"
 export SLURM_CONF="$ETC/slurm.conf"
 PYTHON="$(command -v /usr/bin/python3 || command -v python3)"
 
@@ -145,7 +151,7 @@ start_mariadb() {
 render_configs() {
   install -d "$ETC.new"
   "$PYTHON" "$HERE/render.py" --rules "$RULES" --state-dir "$STATE" --out-dir "$ETC.new" --db-port "$DB_PORT" \
-    --db-user "$DB_USER" --db-name "$DB_NAME" --db-password-file "$STATE/db-password" --port-base "$PORT_BASE" ||
+    --db-user "$DB_USER" --db-name "$DB_NAME" --db-password-file "$STATE/db-password" --port-base "$PORT_BASE" --runners "$RUNNERS" ||
     die "rendering the configs failed"
   cp -p "$ETC.new/slurm.conf" "$ETC.new/slurmdbd.conf" "$ETC/"
   rm -rf "$ETC.new"
@@ -172,15 +178,40 @@ start_slurmdbd() {
     die "slurmdbd does not answer sacctmgr within 60 s; see $STATE/log/slurmdbd.log"
   timeout 10 sacctmgr -n -P list cluster format=cluster | grep -qx kernelboard ||
     timeout 10 sacctmgr -i add cluster kernelboard >/dev/null || die "cannot register cluster kernelboard in slurmdbd"
+  add_accounts
 }
 
-node_ready() { timeout 5 sinfo -h -o %T | grep -Eq '^(idle|mixed|allocated|completing)$'; }
+# The accounts of contracts/runners.py, enforced (AccountingStorageEnforce=associations): the job user may submit
+# under kb-jobs only; root (the verifier and the scheduler) under its own, kb-jobs and kb-runners, the only account
+# the runners' partition allows.
+add_accounts() {
+  local job_user="${KB_JOB_USER:-kb-job}" assoc
+  assoc() { timeout 10 sacctmgr -n -P show assoc cluster=kernelboard format=user,account 2>/dev/null; }
+  for account in kb-jobs kb-runners; do
+    assoc | grep -q "^|$account$" || timeout 10 sacctmgr -i add account "$account" cluster=kernelboard \
+      description="kernelboard $account" organization=kernelboard >/dev/null || die "cannot add account $account"
+  done
+  assoc | grep -qx "root|kb-runners" || timeout 10 sacctmgr -i add user root account=kb-jobs,kb-runners \
+    cluster=kernelboard >/dev/null || die "cannot give root the accounts kb-jobs and kb-runners"
+  assoc | grep -qx "$job_user|kb-jobs" || timeout 10 sacctmgr -i add user "$job_user" account=kb-jobs \
+    defaultaccount=kb-jobs cluster=kernelboard >/dev/null || die "cannot give $job_user the account kb-jobs"
+  say "accounts: $(assoc | grep -E '\|kb-(jobs|runners)$' | tr '\n' ' ')"
+}
+
+# The nodes of the rendered config, the jobs' node first.
+node_names() { sed -n 's/^NodeName=\([^ ]*\) .*/\1/p' "$ETC/slurm.conf" | paste -sd, | xargs -r scontrol show hostnames; }
+# Every node takes jobs: no state other than these, and none flagged (* not responding).
+node_ready() {
+  local states; states="$(timeout 5 sinfo -h -N -o '%N %T' | sort -u)" || return 1
+  [[ -n "$states" ]] && ! grep -Evq ' (idle|mixed|allocated|completing)$' <<<"$states"
+}
 
 # Plugins are loaded once by each daemon: a change of one needs a restart, not `scontrol reconfigure`. Running jobs
 # survive both (slurmstepd keeps them; the controller's state is saved).
 needs_restart() {
-  ! diff <(grep -E '^(TaskPlugin|ProctrackType|JobAcctGatherType|SelectType|SwitchType|MaxArraySize)=' "$1" 2>/dev/null) \
-    <(grep -E '^(TaskPlugin|ProctrackType|JobAcctGatherType|SelectType|SwitchType|MaxArraySize)=' "$2") >/dev/null
+  # Nodes too: 22.05 adds or removes a node only at a restart; and a slurmd's own paths.
+  local restart='^(TaskPlugin|ProctrackType|JobAcctGatherType|SelectType|SwitchType|MaxArraySize|NodeName|SlurmdPidFile|SlurmdSpoolDir|AccountingStorageEnforce|SlurmctldPort|SlurmdPort)='
+  ! diff <(grep -E "$restart" "$1" 2>/dev/null) <(grep -E "$restart" "$2") >/dev/null
 }
 
 stop_daemon() {
@@ -190,12 +221,24 @@ stop_daemon() {
   wait_for 30 "old $name exit" bash -c "! kill -0 $pid" || die "$name ($pid) did not stop within 30 s"
 }
 
+# slurmd of each node, by its pid file (run/slurmd-<node>.pid); run/slurmd.pid is the one slurmd of a config before
+# runner nodes.
+stop_slurmds() {
+  alive "$STATE/run/slurmd.pid" && stop_daemon slurmd
+  local node
+  for node in $(node_names) $(sed -n 's/^slurmd-//p' "$STATE/run/started" 2>/dev/null); do
+    alive "$STATE/run/slurmd-$node.pid" && stop_daemon "slurmd-$node"
+  done
+  return 0
+}
+
 start_slurm() {
-  if alive "$STATE/run/slurmctld.pid" && ! cmp -s "$ETC/slurm.conf" "$STATE/run/slurm.conf.running" &&
+  # Every daemon of the old config goes, slurmd included, even where slurmctld had died already.
+  if [[ -e "$STATE/run/slurm.conf.running" ]] && ! cmp -s "$ETC/slurm.conf" "$STATE/run/slurm.conf.running" &&
     needs_restart "$STATE/run/slurm.conf.running" "$ETC/slurm.conf"; then
-    say "slurm.conf changed its plugins: restarting slurmctld and slurmd"
-    stop_daemon slurmctld
-    alive "$STATE/run/slurmd.pid" && stop_daemon slurmd
+    say "slurm.conf changed its plugins, nodes or ports: restarting slurmctld and slurmd"
+    alive "$STATE/run/slurmctld.pid" && stop_daemon slurmctld
+    stop_slurmds
   fi
   if alive "$STATE/run/slurmctld.pid"; then
     say "slurmctld already running"
@@ -208,17 +251,21 @@ start_slurm() {
     mark_started slurmctld
   fi
   cp -p "$ETC/slurm.conf" "$STATE/run/slurm.conf.running"
-  if alive "$STATE/run/slurmd.pid"; then
-    say "slurmd already running"
-  else
-    timeout 30 slurmd || die "slurmd did not start; see $STATE/log/slurmd.log"
-    mark_started slurmd
-  fi
-  # A restarted controller shows the node `unk` for a few seconds.
-  if ! wait_for 60 "node localhost" node_ready; then
-    timeout 10 scontrol update nodename=localhost state=resume >/dev/null 2>&1 || true
-    wait_for 15 "node localhost" node_ready ||
-      die "node not idle within 75 s (sinfo: $(timeout 5 sinfo -h -o '%T %E' 2>&1)); see $STATE/log/slurmctld.log and slurmd.log"
+  local node
+  for node in $(node_names); do
+    if alive "$STATE/run/slurmd-$node.pid"; then
+      say "slurmd of $node already running"
+    else
+      install -d "$STATE/spool/$node"
+      timeout 30 slurmd -N "$node" || die "slurmd of $node did not start; see $STATE/log/slurmd-$node.log"
+      mark_started "slurmd-$node"
+    fi
+  done
+  # A restarted controller shows the nodes `unk` for a few seconds.
+  if ! wait_for 60 "nodes $(node_names | paste -sd' ')" node_ready; then
+    timeout 10 scontrol update nodename="$(node_names | paste -sd,)" state=resume >/dev/null 2>&1 || true
+    wait_for 15 "nodes" node_ready ||
+      die "nodes not idle within 75 s (sinfo: $(timeout 5 sinfo -h -N -o '%N %T %E' 2>&1 | tr '\n' ';')); see $STATE/log/slurmctld.log and slurmd-*.log"
   fi
 }
 
@@ -227,9 +274,15 @@ main() {
   [[ $EUID -eq 0 ]] || die "run as root (the daemons run as root in this single-node setup)"
   [[ -r "$RULES" ]] || die "no rules file at $RULES (set KB_RULES)"
   install -d -m 0755 "$STATE" "$STATE/run" "$STATE/log" "$STATE/ctld" "$STATE/spool" "$ETC"
+  [[ "$PORT_BASE" =~ ^[0-9]+$ && "$RUNNERS" =~ ^[1-9][0-9]?$ ]] ||
+    die "KB_SLURM_PORT_BASE ($PORT_BASE) must be a port and KB_SLURM_RUNNERS ($RUNNERS) from 1 to 99"
+  echo "$PORT_BASE" >"$STATE/port-base"
+  echo "$RUNNERS" >"$STATE/runners"
   check_port_free slurmctld "$PORT_BASE"
-  check_port_free slurmd $((PORT_BASE + 1))
+  alive "$STATE/run/slurmd.pid" || check_port_free slurmd-jobs $((PORT_BASE + 1))
   check_port_free slurmdbd $((PORT_BASE + 2))
+  local index
+  for ((index = 0; index < RUNNERS; index++)); do check_port_free "slurmd-runner$((index + 1))" $((PORT_BASE + 10 + index)); done
   install_packages
   local job_user
   job_user="$(bash "$HERE/job-user.sh")" || die "the job user is not usable (deploy/local/slurm/job-user.sh)"
@@ -240,7 +293,7 @@ main() {
   start_slurmdbd
   start_slurm
   echo "export SLURM_CONF=$SLURM_CONF" >"$STATE/env"
-  say "up in $((SECONDS - started)) s; partitions: $(timeout 5 sinfo -h -o '%P %l %c' | tr '\n' ' ')"
+  say "up in $((SECONDS - started)) s; partitions: $(timeout 5 sinfo -h -o '%P %l %c %D' | tr '\n' ' ')"
   echo "export SLURM_CONF=$SLURM_CONF"
 }
 

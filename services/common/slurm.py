@@ -1,12 +1,15 @@
-"""Adapter: the Slurm CLI (sbatch, scontrol, scancel, sacct, squeue) through subprocesses, every call bounded."""
+"""Adapter: the Slurm CLI (sbatch, scontrol, scancel, sacct, squeue, sinfo) through subprocesses, every call bounded;
+the one adapter of the scheduler (jobs) and the verifier (checks on the runners' partition), with the parsing of what
+Slurm answers."""
+
+from __future__ import annotations
 
 import asyncio
 import grp
 import os
 import pwd
 from collections.abc import Sequence
-
-from services.scheduler import slurm_records
+from dataclasses import dataclass
 
 
 class SlurmError(Exception):
@@ -129,16 +132,29 @@ class Slurm:
     async def cancel(self, job_id: str) -> None:
         await self._run("scancel", job_id)
 
-    async def accounting(self, job_ids: list[str]) -> dict[str, slurm_records.SacctRecord]:
+    async def accounting(self, job_ids: list[str]) -> dict[str, SacctRecord]:
         """One sacct call for every job followed."""
-        text = await self._run(
-            "sacct", "-X", "-P", "-n", "-j", ",".join(job_ids), f"--format={slurm_records.SACCT_FORMAT}"
-        )
-        return slurm_records.parse_sacct(text)
+        text = await self._run("sacct", "-X", "-P", "-n", "-j", ",".join(job_ids), f"--format={SACCT_FORMAT}")
+        return parse_sacct(text)
 
-    async def queue(self) -> dict[str, slurm_records.QueueRecord]:
+    async def jobs_named(self, job_names: Sequence[str], *, since: str = "now-7days") -> dict[str, SacctRecord]:
+        """The jobs of these names submitted since ``since`` (any state, pending included), by job id: how a
+        client that lost its job ids (a restart between sbatch and its own record) finds its jobs again."""
+        if not job_names:
+            return {}
+        text = await self._run(
+            "sacct", "-X", "-P", "-n", f"--name={','.join(job_names)}", f"--starttime={since}",
+            f"--format={SACCT_FORMAT}",
+        )  # fmt: skip
+        return parse_sacct(text)
+
+    async def queue(self) -> dict[str, QueueRecord]:
         """Every job squeue knows (a small cluster; squeue -j fails outright on an id it has forgotten)."""
-        return slurm_records.parse_squeue(await self._run("squeue", "-h", "-o", slurm_records.SQUEUE_FORMAT))
+        return parse_squeue(await self._run("squeue", "-h", "-o", SQUEUE_FORMAT))
+
+    async def nodes(self, partition: str) -> list[NodeRecord]:
+        """The partition's nodes and their states (sinfo -N)."""
+        return parse_sinfo(await self._run("sinfo", "-h", "-N", "-p", partition, "-o", SINFO_FORMAT))
 
 
 def _group_of(user: str) -> str:
@@ -147,3 +163,111 @@ def _group_of(user: str) -> str:
         return grp.getgrgid(pwd.getpwnam(user).pw_gid).gr_name
     except KeyError:
         raise SlurmError(f"the job user {user!r} does not exist on this host", code="FAILED_PRECONDITION") from None
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# What Slurm answers, parsed: pure functions.
+
+
+@dataclass(frozen=True)
+class SacctRecord:
+    job_id: str
+    state: str  # the bare state, "CANCELLED by 0" -> "CANCELLED"
+    exit_code: int
+    signal: int
+    elapsed_s: float
+    cpu_seconds: float
+    node: str = ""  # NodeList: where it ran ("None assigned" while pending -> "")
+    gpus: int = 0  # GPUs of the allocation (AllocTRES gres/gpu)
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class QueueRecord:
+    job_id: str
+    state: str
+    reason: str
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class NodeRecord:
+    name: str
+    state: str  # sinfo's long state without its flags: idle, mixed, allocated, down, drained, ...
+    flagged: bool  # a flag on the state ("*" not responding, "~" powered off, "#" powering up, "!" ...)
+
+    @property
+    def up(self) -> bool:
+        """Can take a job now or later without an operator: responding, neither down, drained nor failing."""
+        return not self.flagged and self.state in ("idle", "mixed", "allocated", "completing", "planned")
+
+
+SACCT_FORMAT = "JobID,State,ExitCode,ElapsedRaw,CPUTimeRAW,NodeList,AllocTRES,JobName"
+SQUEUE_FORMAT = "%i|%T|%r|%j"
+SINFO_FORMAT = "%N|%T"
+
+
+def parse_sacct(text: str) -> dict[str, SacctRecord]:
+    """`sacct -X -P -n --format=SACCT_FORMAT` lines, by job id.
+
+    CPUTimeRAW (allocated CPUs x elapsed seconds) is a job's cost: what it held, whether or not it used it. The job
+    name is the last field and split once from the left, so a name holding "|" stays whole.
+    """
+    records = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        fields = line.split("|", 7)
+        if len(fields) != 8:
+            raise ValueError(f"sacct line with {len(fields)} fields, expected 8: {line!r}")
+        job_id, state, exit_code, elapsed, cpu, node, tres, name = fields
+        code, _, signal = exit_code.partition(":")
+        records[job_id] = SacctRecord(
+            job_id=job_id,
+            state=state.split()[0].rstrip("+") if state.strip() else "UNKNOWN",
+            exit_code=int(code or 0),
+            signal=int(signal or 0),
+            elapsed_s=float(elapsed or 0),
+            cpu_seconds=float(cpu or 0),
+            node="" if node.startswith("None") else node,
+            gpus=_gpus_of(tres),
+            name=name,
+        )
+    return records
+
+
+def _gpus_of(tres: str) -> int:
+    """GPUs in an AllocTRES list ("cpu=2,gres/gpu=1,mem=1G"): gres/gpu's count (typed entries, gres/gpu:h200=1,
+    repeat it); 0 when none."""
+    for item in tres.split(","):
+        key, _, value = item.partition("=")
+        if key == "gres/gpu" and value.isdigit():
+            return int(value)
+    return 0
+
+
+def parse_squeue(text: str) -> dict[str, QueueRecord]:
+    records = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        fields = line.split("|", 3)
+        if len(fields) != 4:
+            raise ValueError(f"squeue line with {len(fields)} fields, expected 4: {line!r}")
+        job_id, state, reason, name = fields
+        records[job_id] = QueueRecord(job_id=job_id, state=state, reason="" if reason == "None" else reason, name=name)
+    return records
+
+
+def parse_sinfo(text: str) -> list[NodeRecord]:
+    """`sinfo -h -N -p P -o "%N|%T"` lines (a node in two partitions is listed once per partition: kept once)."""
+    nodes: dict[str, NodeRecord] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        name, sep, state = line.partition("|")
+        if not sep:
+            raise ValueError(f"sinfo line without a state: {line!r}")
+        bare = state.strip().rstrip("*~#!%$@^-+")
+        nodes[name] = NodeRecord(name=name, state=bare, flagged=bare != state.strip())
+    return list(nodes.values())
