@@ -13,9 +13,8 @@ import traceback
 from pathlib import Path
 from types import SimpleNamespace
 
+from contracts.metrics import EXIT_BROKEN, EXIT_COULD_NOT_RUN, EXIT_PASSED
 from services.verifier.harness.args import CPU_ENV, add_arguments, default_metrics
-
-EXIT_PASSED, EXIT_BROKEN, EXIT_COULD_NOT_RUN = 0, 1, 2
 
 
 def _write(path: str, document: dict) -> None:
