@@ -8,6 +8,7 @@ services, the checks, the local deployment) and fails on
 - a spelt identifier: an f-string that builds an event stream name (``route:{r}``), a principal's or operator's name,
   a NATS subject from the subject prefix, or a ref, route folder or short form (``routes/{r}``, ``refs/...``) instead
   of asking contracts.names;
+- a check's exit code (``EXIT_* = ...``) decided outside contracts.metrics;
 - a second spelling of a refusal: ``Refusal("NOT_FOUND", ...)`` where contracts.refusals has a helper
   (``not_found(...)``) for each status.
 
@@ -75,6 +76,11 @@ def _spells_a_ref(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith(HOSTED_PREFIXES)
 
 
+def _names_an_exit_code(target: ast.AST) -> bool:
+    elements = target.elts if isinstance(target, ast.Tuple) else [target]
+    return any(isinstance(e, ast.Name) and e.id.startswith("EXIT_") for e in elements)
+
+
 def violations(relative: str, source: str) -> list[str]:
     found = []
     tree = ast.parse(source)
@@ -90,6 +96,8 @@ def violations(relative: str, source: str) -> list[str]:
         elif isinstance(node, ast.Compare) and relative != ROLE_MODULE:
             if any(_is_role(operand) for operand in (node.left, *node.comparators)):
                 found.append(f"{where}: a role comparison outside {ROLE_MODULE}")
+        elif isinstance(node, ast.Assign) and any(_names_an_exit_code(target) for target in node.targets):
+            found.append(f"{where}: a check's exit code decided outside contracts.metrics")
         elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and _spells_a_ref(node.left):
             found.append(f"{where}: a ref or route folder spelt ({node.left.value} + ...), not contracts.names")
         elif isinstance(node, ast.JoinedStr) and len(node.values) > 1:
@@ -125,6 +133,7 @@ def test_no_identifier_grammar_role_comparison_or_spelt_stream_outside_contracts
         ('def s(n):\n    return f"pull:{n}"\n', "a stream name"),
         ('def s(r):\n    return f"routes/{r}/metrics.json"\n', "a ref or route folder"),
         ('def s(v):\n    return "refs/heads/" + v\n', "a ref or route folder"),
+        ("EXIT_PASSED, EXIT_BROKEN, EXIT_COULD_NOT_RUN = 0, 1, 2\n", "exit code"),
         ('def s(settings):\n    return f"{settings.events_subject_prefix}.>"\n', "a NATS subject"),
         ('def s(name):\n    return f"system:consumer:{name}"\n', "an identity"),
         ('def r():\n    raise Refusal("NOT_FOUND", "unknown_pull", "no such pull request")\n', "not its contracts"),
