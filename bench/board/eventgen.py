@@ -2,7 +2,8 @@
 
 The mix (per 100 events, roughly): 40 checks completed (a fifth failing), 30 commits ingested, 10 metrics reported
 (a tenth by a maintainer), 10 job events, 5 routes started, 5 other events; 2,000 routes of 200 agents, the rules'
-version raised every 250,000 events.
+version raised every 250,000 events. Each check carries its twelve problems (one not submitted), as the verifier
+records them: the per-problem board reads them (since 2026-12-07; earlier rows of results.md folded checks without).
 """
 
 import random
@@ -10,6 +11,8 @@ import random
 from kernelboard.v1 import events_pb2
 
 START_NS = 1_780_000_000 * 1_000_000_000
+PROBLEMS = ["matmul", "log_softmax", "rms_norm", "layer_norm", "sum_dim", "new_gelu", "cumsum_reverse",
+            "cross_entropy", "huber_loss", "kl_div", "triplet_margin_loss", "hinge_loss"]  # fmt: skip
 
 
 def rules_json(version: int) -> str:
@@ -65,6 +68,18 @@ def generate(count: int, *, seed: int = 7, routes: int = 2000, agents: int = 200
             c.cost = 120.0
             c.benchmark_version = version
             c.runner = "NVIDIA H200"
+            for index, problem in enumerate(PROBLEMS):
+                c.subtasks.add(
+                    id=problem,
+                    submitted=index != len(PROBLEMS) - 1,
+                    passed=passed,
+                    speedup=round(rng.uniform(0.5, 4.0), 3),
+                    reference_ms=2.0 + index,
+                    candidate_ms=1.0 + index,
+                    max_abs_error=1e-6,
+                    error_ratio=1.0,
+                    floor_fraction=0.5,
+                )
         elif roll < 0.70:
             event.actor = agent
             c = event.commit_ingested

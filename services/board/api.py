@@ -67,6 +67,11 @@ class BoardServicer(board_pb2_grpc.BoardServicer):
         with _timed("GetBoard"):
             return self.projector.board_view(version)
 
+    async def GetProblems(self, request, context):
+        version = board_version(request.version)
+        with _timed("GetProblems"):
+            return await self.projector.problems(version)
+
     async def ListBoards(self, request, context):
         with _timed("ListBoards"):
             return board_pb2.ListBoardsReply(boards=[self.projector.board_view(v) for v in self.projector.versions()])

@@ -41,17 +41,6 @@ def _json(message, *, indent: int | None = 2) -> str:
     return json.dumps(data, sort_keys=True, indent=indent)
 
 
-def _problems_json(view) -> str:
-    """The board's per-problem leaderboard as --json prints it: the ProblemLeader messages' fields, by name."""
-    from google.protobuf import json_format
-
-    problems = [
-        json_format.MessageToDict(p, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
-        for p in view.problems
-    ]
-    return json.dumps({"version": view.version, "problems": problems}, sort_keys=True, indent=2)
-
-
 def run(args) -> int:
     import grpc
     from kernelboard.v1 import board_pb2, board_pb2_grpc
@@ -76,8 +65,8 @@ def run(args) -> int:
             )
             print(_json(route) if args.json else render.render_route(route, client.web_url()))
         elif args.problems:
-            view = stub.GetBoard(board_pb2.GetBoardRequest(version=args.version), metadata=metadata)
-            print(_problems_json(view) if args.json else render.render_problems(view))
+            view = stub.GetProblems(board_pb2.GetBoardRequest(version=args.version), metadata=metadata)
+            print(_json(view) if args.json else render.render_problems(view))
         elif args.list:
             reply = stub.ListBoards(board_pb2.ListBoardsRequest(), metadata=metadata)
             if args.json:

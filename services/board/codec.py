@@ -69,22 +69,17 @@ def route_to_json(on_board: RouteOnBoard) -> bytes:
     )
 
 
-def _entry(fields: list) -> Entry:
-    """An Entry from its JSON list: its speed-ups back as (problem, speed-up) tuples."""
-    return Entry(*fields[:-1], tuple((problem, speedup) for problem, speedup in fields[-1]))
-
-
 def route_from_json(version: int, route: str, data: bytes) -> RouteOnBoard:
     (verified, by_maintainer, reported, failed, adopted, checks, passed, reports, history, passes, disqualified) = (
         json.loads(data)
     )
     r = RouteOnBoard((version, route))
     r.verified, r.by_maintainer, r.reported, r.failed = (
-        None if e is None else _entry(e) for e in (verified, by_maintainer, reported, failed)
+        None if e is None else Entry(*e) for e in (verified, by_maintainer, reported, failed)
     )
     r.adopted, r.checks, r.checks_passed, r.reports = adopted, checks, passed, reports
     r.history.extend(history)
-    r.passes = [_entry(e) for e in passes]
+    r.passes = [Entry(*e) for e in passes]
     r.disqualified = {check_id: tuple(verdict) for check_id, verdict in disqualified.items()}
     return r
 

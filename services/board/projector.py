@@ -66,6 +66,9 @@ class Projector:
         self._views: dict[int, board_pb2.BoardView] = {}
         self._views_position = -1
         self._set_aside = SetAside("board_fold")  # events the fold set aside since this projector last folded all
+        # Each standing check's problems, read from the log when a per-problem board first needs them: facts of the
+        # log that never change, so kept across changes and rebuilds (the fold keeps none: it would halve its rate).
+        self._speedups: dict[int, tuple[tuple[str, float], ...]] = {}
 
     # ---- writing --------------------------------------------------------------------------------------------
 
@@ -213,6 +216,17 @@ class Projector:
         if view is None:
             view = self._views[version] = views.board_view(state, state.boards[version])
         return view
+
+    async def problems(self, version: int) -> board_pb2.BoardProblems:
+        """Each problem's leader on the board: its standing checks' problems read from the log once, then kept."""
+        version = self.resolve(version)
+        state = self.state
+        board = state.boards[version]
+        missing = [p.position for _, p in standing.standing_passes(board) if p.position not in self._speedups]
+        for start in range(0, len(missing), READ_BATCH):
+            for event in await self.log.read_positions(missing[start : start + READ_BATCH]):
+                self._speedups[event.global_position] = standing.check_speedups(event.check_completed)
+        return views.problems_view(state, board, self._speedups)
 
     def card(self, version: int) -> board_pb2.BenchmarkCard:
         version = self.resolve(version)

@@ -86,9 +86,9 @@ def render_board(view: board_pb2.BoardView) -> str:
     return "\n".join(lines)
 
 
-def render_problems(view: board_pb2.BoardView) -> str:
+def render_problems(view: board_pb2.BoardProblems) -> str:
     """Each problem's own leaderboard: its best verified speed-up across the routes, and who holds it."""
-    title = view.card.name or "Board"
+    title = view.name or "Board"
     lines = [f"{title}, benchmark version {view.version}: the best verified speed-up on each problem", ""]
     rows = [results.leader_row(p) for p in view.problems]
     lines += table(results.LEADER_HEADINGS, rows, numeric={1}) if rows else ["  no problems on this board"]

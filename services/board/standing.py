@@ -4,6 +4,8 @@ projection.py folds; the rules they apply are stated in projection.py's docstrin
 them, and nothing here reads the log or a clock.
 """
 
+import math
+from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
 from kernelboard.v1 import events_pb2
@@ -131,18 +133,33 @@ class Leader(NamedTuple):
     speedup: float
 
 
-def problem_leaders(board: Board) -> list[Leader]:
+def standing_passes(board: Board) -> list[tuple[str, Entry]]:
+    """Every verified check on the board that is not disqualified: the checks that may lead a problem."""
+    return [
+        (route, placed)
+        for route, on_board in board.routes.items()
+        for placed in on_board.passes
+        if placed.check_id not in on_board.disqualified
+    ]
+
+
+def check_speedups(check: events_pb2.CheckCompleted) -> tuple[tuple[str, float], ...]:
+    """(problem, speed-up) of each problem a verified check submitted (it passed them all, each judged)."""
+    return tuple([(s.id, s.speedup) for s in check.subtasks if s.submitted])
+
+
+def problem_leaders(board: Board, speedups: Mapping[int, Iterable[tuple[str, float]]]) -> list[Leader]:
     """Each problem's best verified speed-up across the board's routes (the rules' problems in their order; a board
-    without readable rules: those its checks measured): the route and check that hold it, the earlier on a tie."""
+    without readable rules: those its checks measured), the route and check that hold it, the earlier on a tie.
+    ``speedups``: each standing check's problems by its log position (check_speedups of its event)."""
     best: dict[str, Leader] = {}
-    for route, on_board in board.routes.items():
-        for placed in on_board.passes:
-            if placed.check_id in on_board.disqualified:
+    for route, placed in standing_passes(board):
+        for problem, speedup in speedups.get(placed.position, ()):
+            if not (math.isfinite(speedup) and speedup > 0):
                 continue
-            for problem, speedup in placed.speedups:
-                held = best.get(problem)
-                if held is None or (speedup, -placed.position) > (held.speedup, -held.entry.position):
-                    best[problem] = Leader(problem, route, placed, speedup)
+            held = best.get(problem)
+            if held is None or (speedup, -placed.position) > (held.speedup, -held.entry.position):
+                best[problem] = Leader(problem, route, placed, speedup)
     order = list(board.card.kernels) if board.card is not None and board.card.kernels else sorted(best)
     return [best.get(problem) or Leader(problem, "", None, 0.0) for problem in order]
 

@@ -97,7 +97,18 @@ def board_view(state: State, board: Board) -> board_pb2.BoardView:
         entry(route, row, rank=0, owner=_owner(state, route), adopted=routes[route].adopted)
         for route, row in standing.listed_beside(board)
     )
-    view.problems.extend(problem_leader(state, leader) for leader in standing.problem_leaders(board))
+    return view
+
+
+def problems_view(state: State, board: Board, speedups) -> board_pb2.BoardProblems:
+    """Each problem's leader on ``board``; ``speedups``: the standing checks' problems by log position."""
+    view = board_pb2.BoardProblems(
+        version=board.version,
+        name=board.card.name if board.card is not None else "",
+        earlier=board.version < state.in_force,
+        log_position=state.position,
+    )
+    view.problems.extend(problem_leader(state, leader) for leader in standing.problem_leaders(board, speedups))
     return view
 
 

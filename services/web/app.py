@@ -208,7 +208,7 @@ async def problems_page(request: web.Request) -> web.Response:
     """/problems (the newest board), /problems/N: each problem's best verified speed-up across routes."""
     version = int(request.match_info.get("version", 0))
     with upstream("board"):
-        view = await request.app[FEEDS].board(version)
+        view = await request.app[SOURCE].problems(version)
     return request.app[PAGES].response(
         request, ("problems", version, view.version, view.log_position), "problems.html", view=view
     )

@@ -69,6 +69,9 @@ class BoardSource:
     async def board(self, version: int) -> board_pb2.BoardView:
         return await self._call("GetBoard", board_pb2.GetBoardRequest(version=version))
 
+    async def problems(self, version: int) -> board_pb2.BoardProblems:
+        return await self._call("GetProblems", board_pb2.GetBoardRequest(version=version))
+
     async def boards(self) -> list[board_pb2.BoardView]:
         return list((await self._call("ListBoards", board_pb2.ListBoardsRequest())).boards)
 

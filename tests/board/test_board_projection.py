@@ -329,7 +329,8 @@ def test_each_problem_is_led_by_its_best_verified_speedup_across_routes_and_a_di
         envelope(8, report("tiled", 1, score=99.0, by_maintainer=True, reporter="curator")),  # reports: no problems
     ]
     state = projection.fold(events)
-    leaders = {p.problem: p for p in views.board_view(state, state.boards[1]).problems}
+    speedups = {e.global_position: standing.check_speedups(e.check_completed) for e in events[1:6]}
+    leaders = {p.problem: p for p in views.problems_view(state, state.boards[1], speedups).problems}
     assert (leaders["matmul"].route, leaders["matmul"].speedup, leaders["matmul"].check_id) == ("fast", 3.0, "a")
     assert (leaders["log_softmax"].route, leaders["log_softmax"].speedup) == ("tiled", 2.5)
     assert leaders["kl_div"].route == "" and leaders["kl_div"].speedup == 0  # submitted by nobody: eager

@@ -110,7 +110,7 @@ class BenchmarkCard(_message.Message):
     def __init__(self, version: _Optional[int] = ..., name: _Optional[str] = ..., task: _Optional[str] = ..., metric: _Optional[str] = ..., baseline: _Optional[str] = ..., kernels: _Optional[_Iterable[str]] = ..., score_rule: _Optional[str] = ..., verifier_versions: _Optional[_Iterable[int]] = ..., guardrails: _Optional[_Iterable[_Union[BoardGuardrail, _Mapping]]] = ..., status: _Optional[str] = ..., status_reason: _Optional[str] = ..., rules_commit: _Optional[str] = ..., approved_at: _Optional[str] = ..., rules_error: _Optional[str] = ...) -> None: ...
 
 class BoardView(_message.Message):
-    __slots__ = ("version", "status", "header", "ranked", "listed_beside", "log_position", "card", "status_reason", "earlier", "current_version", "problems")
+    __slots__ = ("version", "status", "header", "ranked", "listed_beside", "log_position", "card", "status_reason", "earlier", "current_version")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     HEADER_FIELD_NUMBER: _ClassVar[int]
@@ -121,7 +121,6 @@ class BoardView(_message.Message):
     STATUS_REASON_FIELD_NUMBER: _ClassVar[int]
     EARLIER_FIELD_NUMBER: _ClassVar[int]
     CURRENT_VERSION_FIELD_NUMBER: _ClassVar[int]
-    PROBLEMS_FIELD_NUMBER: _ClassVar[int]
     version: int
     status: str
     header: BoardHeader
@@ -132,8 +131,21 @@ class BoardView(_message.Message):
     status_reason: str
     earlier: bool
     current_version: int
+    def __init__(self, version: _Optional[int] = ..., status: _Optional[str] = ..., header: _Optional[_Union[BoardHeader, _Mapping]] = ..., ranked: _Optional[_Iterable[_Union[BoardEntry, _Mapping]]] = ..., listed_beside: _Optional[_Iterable[_Union[BoardEntry, _Mapping]]] = ..., log_position: _Optional[int] = ..., card: _Optional[_Union[BenchmarkCard, _Mapping]] = ..., status_reason: _Optional[str] = ..., earlier: _Optional[bool] = ..., current_version: _Optional[int] = ...) -> None: ...
+
+class BoardProblems(_message.Message):
+    __slots__ = ("version", "name", "earlier", "problems", "log_position")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    EARLIER_FIELD_NUMBER: _ClassVar[int]
+    PROBLEMS_FIELD_NUMBER: _ClassVar[int]
+    LOG_POSITION_FIELD_NUMBER: _ClassVar[int]
+    version: int
+    name: str
+    earlier: bool
     problems: _containers.RepeatedCompositeFieldContainer[ProblemLeader]
-    def __init__(self, version: _Optional[int] = ..., status: _Optional[str] = ..., header: _Optional[_Union[BoardHeader, _Mapping]] = ..., ranked: _Optional[_Iterable[_Union[BoardEntry, _Mapping]]] = ..., listed_beside: _Optional[_Iterable[_Union[BoardEntry, _Mapping]]] = ..., log_position: _Optional[int] = ..., card: _Optional[_Union[BenchmarkCard, _Mapping]] = ..., status_reason: _Optional[str] = ..., earlier: _Optional[bool] = ..., current_version: _Optional[int] = ..., problems: _Optional[_Iterable[_Union[ProblemLeader, _Mapping]]] = ...) -> None: ...
+    log_position: int
+    def __init__(self, version: _Optional[int] = ..., name: _Optional[str] = ..., earlier: _Optional[bool] = ..., problems: _Optional[_Iterable[_Union[ProblemLeader, _Mapping]]] = ..., log_position: _Optional[int] = ...) -> None: ...
 
 class ProblemLeader(_message.Message):
     __slots__ = ("problem", "speedup", "route", "owner", "sha", "check_id", "global_position", "occurred_at", "job_id")

@@ -45,6 +45,11 @@ class BoardStub:
                 request_serializer=kernelboard_dot_v1_dot_board__pb2.GetBoardRequest.SerializeToString,
                 response_deserializer=kernelboard_dot_v1_dot_board__pb2.BoardView.FromString,
                 _registered_method=True)
+        self.GetProblems = channel.unary_unary(
+                '/kernelboard.v1.Board/GetProblems',
+                request_serializer=kernelboard_dot_v1_dot_board__pb2.GetBoardRequest.SerializeToString,
+                response_deserializer=kernelboard_dot_v1_dot_board__pb2.BoardProblems.FromString,
+                _registered_method=True)
         self.ListBoards = channel.unary_unary(
                 '/kernelboard.v1.Board/ListBoards',
                 request_serializer=kernelboard_dot_v1_dot_board__pb2.ListBoardsRequest.SerializeToString,
@@ -99,6 +104,15 @@ class BoardServicer:
     def GetBoard(self, request, context):
         """One board.
         Statuses: INVALID_ARGUMENT (a negative version), NOT_FOUND
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetProblems(self, request, context):
+        """Each problem's best verified speed-up across a board's routes (version 0: the newest), with the route and check
+        that hold it; a disqualified check leads none.
+        Statuses: INVALID_ARGUMENT (a negative version), NOT_FOUND (no such board)
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -179,6 +193,11 @@ def add_BoardServicer_to_server(servicer, server):
                     request_deserializer=kernelboard_dot_v1_dot_board__pb2.GetBoardRequest.FromString,
                     response_serializer=kernelboard_dot_v1_dot_board__pb2.BoardView.SerializeToString,
             ),
+            'GetProblems': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetProblems,
+                    request_deserializer=kernelboard_dot_v1_dot_board__pb2.GetBoardRequest.FromString,
+                    response_serializer=kernelboard_dot_v1_dot_board__pb2.BoardProblems.SerializeToString,
+            ),
             'ListBoards': grpc.unary_unary_rpc_method_handler(
                     servicer.ListBoards,
                     request_deserializer=kernelboard_dot_v1_dot_board__pb2.ListBoardsRequest.FromString,
@@ -253,6 +272,33 @@ class Board:
             '/kernelboard.v1.Board/GetBoard',
             kernelboard_dot_v1_dot_board__pb2.GetBoardRequest.SerializeToString,
             kernelboard_dot_v1_dot_board__pb2.BoardView.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetProblems(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kernelboard.v1.Board/GetProblems',
+            kernelboard_dot_v1_dot_board__pb2.GetBoardRequest.SerializeToString,
+            kernelboard_dot_v1_dot_board__pb2.BoardProblems.FromString,
             options,
             channel_credentials,
             insecure,
