@@ -13,10 +13,11 @@ from kernelboard.v1 import board_pb2, board_pb2_grpc
 from prometheus_client import REGISTRY
 from structlog.testing import capture_logs
 
-from services.common import auth
-from services.common.auth import AGENT, MAINTAINER, MEMBER, PERSON, SERVICE, AuthError, Principal, SignIn, TokenCache
+from services.common import auth, token_cache
+from services.common.auth import AGENT, MAINTAINER, MEMBER, PERSON, SERVICE, AuthError, Principal, SignIn
 from services.common.eventlog import EventLog
 from services.common.grpcserver import start_server
+from services.common.token_cache import TokenCache
 from tests.common.principals import register, token_for
 from tests.common.servicers import add_all
 from tests.common.waiting import eventually
@@ -55,7 +56,7 @@ async def listener_backends(pool) -> list[int]:
         row["pid"]
         for row in await pool.fetch(
             "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1",
-            auth.LISTENER_APPLICATION_NAME,
+            token_cache.LISTENER_APPLICATION_NAME,
         )
     ]
 
@@ -304,7 +305,7 @@ async def test_the_triggers_announce_updates_deletes_and_truncates_but_not_inser
         event_log = await EventLog.connect(url, migrate=True)
         listening = await asyncpg.connect(url)
         notices: asyncio.Queue[str] = asyncio.Queue()
-        await listening.add_listener(auth.AUTH_CHANGED_CHANNEL, lambda *args: notices.put_nowait(args[-1]))
+        await listening.add_listener(token_cache.AUTH_CHANGED_CHANNEL, lambda *args: notices.put_nowait(args[-1]))
         interceptor = auth.AuthInterceptor(event_log.pool)
         try:
             service = "system:sched-1"
