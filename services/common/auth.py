@@ -87,22 +87,6 @@ class PrincipalExists(ValueError):
     pass
 
 
-@dataclass(frozen=True)
-class Principal:
-    name: str
-    kind: int  # events_pb2.PrincipalKind
-    owner: str  # an agent's owner is the person it acts for; anyone else owns themselves
-    role: int  # events_pb2.Role; an agent's is its owner's
-
-    @property
-    def role_name(self) -> str:
-        return ROLE_NAMES.get(self.role, "no role")
-
-    def describe(self) -> str:
-        """``alice/bot (agent of alice, member)`` or ``alice (member)``, for messages."""
-        return Actor.of(self).describe()
-
-
 def role_from_name(name: str) -> int:
     for role, role_name in ROLE_NAMES.items():
         if role_name == name:
@@ -139,7 +123,7 @@ def check_principal(name: str, kind: int, owner: str, role: int) -> tuple[str, i
     return name, role
 
 
-async def register_principal(conn, name: str, kind: int, owner: str, role: int, *, log, actor: str) -> Principal:
+async def register_principal(conn, name: str, kind: int, owner: str, role: int, *, log, actor: str) -> Actor:
     """Insert the principal and append PrincipalRegistered to ``principal:<name>`` in one transaction."""
     owner, stored_role = check_principal(name, kind, owner, role)
     async with conn.transaction():
@@ -162,16 +146,16 @@ async def register_principal(conn, name: str, kind: int, owner: str, role: int, 
             raise PrincipalExists(f"principal {name!r} already exists")
         registered = events_pb2.PrincipalRegistered(name=name, kind=kind, owner=owner, role=role)
         await log.append(names.principal_stream(name), 0, [NewEvent(payload=registered, actor=actor)], conn=conn)
-    return Principal(name=name, kind=kind, owner=owner, role=role)
+    return Actor(name, kind, owner, role)
 
 
-async def get_principal(conn, name: str) -> Principal | None:
+async def get_principal(conn, name: str) -> Actor | None:
     row = await conn.fetchrow(
         "SELECT p.name, p.kind, p.owner, o.role FROM principals p JOIN principals o ON o.name = p.owner"
         " WHERE p.name = $1",
         name,
     )
-    return Principal(row["name"], row["kind"], row["owner"], row["role"]) if row else None
+    return Actor(row["name"], row["kind"], row["owner"], row["role"]) if row else None
 
 
 async def issue_token(conn, principal_name: str, *, ttl: timedelta | None = None) -> str:
@@ -235,7 +219,7 @@ async def list_tokens(conn, principal_name: str) -> list[TokenInfo]:
 class SignIn:
     """A token's successful sign-in, as the token cache keeps it."""
 
-    principal: Principal
+    principal: Actor
     expires_at: datetime | None
 
     def check_not_expired(self) -> None:
@@ -263,12 +247,12 @@ async def look_up_sign_in(pool, token_hash: str) -> SignIn:
         raise AuthError("unknown token", "unknown")
     if row["revoked_at"] is not None:
         raise AuthError(f"token revoked at {row['revoked_at'].isoformat(timespec='seconds')}", "revoked")
-    sign_in = SignIn(Principal(row["name"], row["kind"], row["owner"], row["role"]), row["expires_at"])
+    sign_in = SignIn(Actor(row["name"], row["kind"], row["owner"], row["role"]), row["expires_at"])
     sign_in.check_not_expired()
     return sign_in
 
 
-async def authenticate(pool, token: str) -> Principal:
+async def authenticate(pool, token: str) -> Actor:
     """The principal a token signs in, or AuthError saying why not (malformed, unknown, expired, revoked); always
     read from PostgreSQL (the interceptor's calls go through its token cache)."""
     return (await look_up_sign_in(pool, well_formed_token_hash(token))).principal
@@ -288,10 +272,10 @@ def bearer_token(metadata: Iterable[tuple[str, str | bytes]] | None) -> str:
     return token.strip()
 
 
-_principal: contextvars.ContextVar[Principal] = contextvars.ContextVar("kb_principal")
+_principal: contextvars.ContextVar[Actor] = contextvars.ContextVar("kb_principal")
 
 
-def current_principal() -> Principal:
+def current_principal() -> Actor:
     """The caller of the RPC being handled (set by AuthInterceptor in the handler's task)."""
     try:
         return _principal.get()
@@ -300,7 +284,7 @@ def current_principal() -> Principal:
 
 
 @contextlib.contextmanager
-def acting_as(principal: Principal):
+def acting_as(principal: Actor):
     """Make ``principal`` the current one for the block (the interceptor's use; also background work on a
     caller's behalf)."""
     token = _principal.set(principal)
@@ -335,7 +319,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
     async def stop(self) -> None:
         await self.listener.stop()
 
-    async def authenticate(self, token: str) -> Principal:
+    async def authenticate(self, token: str) -> Actor:
         """``authenticate(pool, token)`` through the token cache while it is trusted."""
         token_hash = well_formed_token_hash(token)
         cache = self.token_cache

@@ -46,9 +46,9 @@ def principal_dict(p) -> dict:
 
 
 def describe(p) -> str:
-    from services.common.auth import Principal
+    from contracts.access import Actor
 
-    return Principal(p.name, p.kind, p.owner, p.role).describe()
+    return Actor(p.name, p.kind, p.owner, p.role).describe()
 
 
 # --- sign-in -------------------------------------------------------------------------------------------------------

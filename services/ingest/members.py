@@ -20,7 +20,7 @@ log = get_logger()
 class Members:
     async def create_token(
         self, actor: Actor, name: str, kind: int, ttl_s: int, member: bool
-    ) -> tuple[str, auth.Principal, bool]:
+    ) -> tuple[str, Actor, bool]:
         name = name or actor.name
         if ttl_s < 0:
             raise domain.invalid("ttl", f"ttl_seconds must be >= 0, got {ttl_s}")
@@ -109,7 +109,7 @@ class Members:
         log.info("join decided", principal=name, accepted=accept, actor=actor.name)
         return decided
 
-    async def leave(self, actor: Actor) -> auth.Principal:
+    async def leave(self, actor: Actor) -> Actor:
         domain.check_leave(actor)
         async with self.pool.acquire() as conn, conn.transaction():
             if not await auth.change_role(conn, actor.name, events_pb2.ROLE_SIGNED_IN, events_pb2.ROLE_MEMBER):

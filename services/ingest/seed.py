@@ -124,7 +124,7 @@ def route_files(project: Path, route: str, in_force: Rules) -> dict[str, bytes]:
     return files
 
 
-async def ensure_principal(ingest: Ingest, name: str, kind: int, role: int, report: SeedReport) -> auth.Principal:
+async def ensure_principal(ingest: Ingest, name: str, kind: int, role: int, report: SeedReport) -> Actor:
     async with ingest.pool.acquire() as conn:
         principal = await auth.get_principal(conn, name)
         if principal is None:

@@ -13,8 +13,9 @@ from kernelboard.v1 import board_pb2, board_pb2_grpc
 from prometheus_client import REGISTRY
 from structlog.testing import capture_logs
 
+from contracts.access import Actor
 from services.common import auth, token_cache
-from services.common.auth import AGENT, MAINTAINER, MEMBER, PERSON, SERVICE, AuthError, Principal, SignIn
+from services.common.auth import AGENT, MAINTAINER, MEMBER, PERSON, SERVICE, AuthError, SignIn
 from services.common.eventlog import EventLog
 from services.common.grpcserver import start_server
 from services.common.token_cache import TokenCache
@@ -100,7 +101,7 @@ async def refusal(board, token: str) -> grpc.aio.AioRpcError | None:
 
 
 def sign_in(name: str, owner: str | None = None) -> SignIn:
-    return SignIn(Principal(name, AGENT if owner else PERSON, owner or name, MEMBER), None)
+    return SignIn(Actor(name, AGENT if owner else PERSON, owner or name, MEMBER), None)
 
 
 def trusted_cache(max_size: int = 10) -> TokenCache:
