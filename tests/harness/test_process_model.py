@@ -474,7 +474,7 @@ def test_an_output_claimed_but_never_written_is_judged_by_the_bytes_the_judge_co
 
 def test_a_timed_calls_inputs_do_not_exist_on_the_candidate_side_before_the_go(rules_path, monkeypatch):
     """p20 and p22 on the H200: the candidate drew a timed call's inputs on the "timed" order, outside the events, and
-    an answer computed then passed (p22 at 48.4x against the honest route's 27.2x: bench/harness/isolation/run13; a
+    an answer computed then passed (p22 at 48.4x against the honest route's 27.2x: isolation/runs.md, run13; a
     bound on that order's time left a fast precompute under its slack). Now the judge writes them into the memory the
     candidate maps after its "ready": route code that answers from what the slot held before the go (here the
     wrapped draw of the warm-up, 5 ms of work a call) answers for the wrong inputs, and the re-check names it."""

@@ -146,9 +146,9 @@ def test_an_aten_kernel_is_identified_by_what_it_computes():
 
 
 def test_p21_a_gelu_replayed_from_a_cuda_graph_is_class_9():
-    """p21's kernels on the H200 (run9): torch's fused GELU replayed from a graph, which no recorded call dispatched,
-    and a copy. new_gelu's reference launches aten kernels too, so a rule by kind allowed it; by what it computes,
-    the GELU is none of the reference's."""
+    """p21's kernels on the H200 (bench/harness/isolation/runs.md, run9): torch's fused GELU replayed from a graph,
+    which no recorded call dispatched, and a copy. new_gelu's reference launches aten kernels too, so a rule by kind
+    allowed it; by what it computes, the GELU is none of the reference's."""
     candidate = ["Memcpy DtoD (Device -> Device)", GELU]
     assert aten_kernels_beyond_the_reference(candidate, NEW_GELU_REFERENCE, set()) == [GELU]
     found = kernel_violations(candidate, NEW_GELU_REFERENCE, set())

@@ -6,7 +6,7 @@ project's honest two-pass kernel runs at 40-45 % of it. Every re-check passes: t
 outside the events. On the CPU the seed comes with the go, so the draw and the precompute are inside the judge's
 clock and it gains nothing. On the GPU it passed at 48.4x, and at 47.0x under a bound on the time of the "timed"
 order (isolation/runs.md, run13 and run16), while the candidate drew the inputs; now the judge writes them after
-the candidate's ready and the wrapped draw runs in the warm-up only: class 4 (run17).
+the candidate's ready and the wrapped draw runs in the warm-up only: class 4 (runs.md, run17; docs/decisions/0005).
 
 The census knows a route's own Triton kernels by the names its files give ``triton.jit`` functions: the two stubs
 below claim the project's kernels (named class 9 as not the route's own on the H200 without them: runs.md, run15),
