@@ -186,6 +186,11 @@ def live_verdict(check) -> Verdict:
 
 def _live_verdict(check) -> Verdict:
     if check.state == "running":
+        node, job = getattr(check, "runner_node", ""), getattr(check, "slurm_job_id", "")
+        if node:  # on the runners: the node Slurm runs it on
+            return Verdict("running", f"running on {node} (Slurm job {job})", NO_SCORE, False)
+        if job:
+            return Verdict("running", f"submitted to Slurm (job {job}), waiting for a runner", NO_SCORE, False)
         where = f" on {check.claimed_by}" if check.claimed_by else ""
         return Verdict("running", f"running{where}", NO_SCORE, False)
     if check.state == "queued":

@@ -7,24 +7,16 @@ Standard library only: render.py imports it before any virtualenv exists.
   ``Rules.runner_partitions``); here is who may use them: the Slurm account ``RUNNERS_ACCOUNT`` alone
   (``AllowAccounts`` on each runners' partition, associations enforced), which only the verifier's user holds. Jobs
   run under ``JOBS_ACCOUNT``, every other user's default.
-- A check's Slurm job is named after the check (``check_job_name``), so that a verifier that lost the job id (it died
-  between sbatch and recording it) finds its job again by name (sacct --name).
+- A check's Slurm job is named after the check and the attempt (``check_job_name``), so that a verifier that lost
+  the job id (it died between sbatch and recording it) finds that attempt's job again by name (sacct --name), and
+  never takes an earlier attempt's for it.
 """
-
-import re
 
 RUNNERS_ACCOUNT = "kb-runners"
 JOBS_ACCOUNT = "kb-jobs"
 CHECK_JOB_PREFIX = "kb-check-"
-_CHECK_JOB = re.compile(r"^kb-check-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$")
 
 
-def check_job_name(check_id: str) -> str:
-    """The Slurm job name of a check's runs (every attempt of one check shares it)."""
-    return CHECK_JOB_PREFIX + check_id
-
-
-def check_of_job_name(name: str) -> str | None:
-    """The check id a job name carries; None for a job that is not a check's."""
-    match = _CHECK_JOB.match(name)
-    return match[1] if match else None
+def check_job_name(check_id: str, attempt: int) -> str:
+    """The Slurm job name of a check's attempt (1: its first run)."""
+    return f"{CHECK_JOB_PREFIX}{check_id}.{attempt}"

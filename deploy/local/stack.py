@@ -313,6 +313,7 @@ class Context:
     database_url: str
     nats_url: str
     slurm_conf: str | None = None
+    runners: str = ""  # the runners' partition when the cluster has its nodes: the verifier dispatches there
 
     def service_env(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -324,6 +325,8 @@ class Context:
         )
         if self.slurm_conf:
             env["SLURM_CONF"] = self.slurm_conf
+        if self.runners:
+            env.setdefault("KB_VERIFIER_DISPATCH", "slurm")
         env.pop("VIRTUAL_ENV", None)
         env["PATH"] = f"{self.layout.venv / 'bin'}:{env.get('PATH', '/usr/bin:/bin')}"
         return env
@@ -447,7 +450,8 @@ def step_slurm(ctx: Context) -> str:
     ctx.slurm_conf = os.environ.get("SLURM_CONF") or None
     if ctx.slurm_conf and slurm_answers(ctx.slurm_conf):
         # One Slurm cluster per machine: its daemons' ports are fixed, so a second up.sh could not start another.
-        return f"reusing the cluster of SLURM_CONF={ctx.slurm_conf}"
+        ctx.runners = runners_partition(ctx.layout, ctx.slurm_conf)
+        return f"reusing the cluster of SLURM_CONF={ctx.slurm_conf}{runners_note(ctx)}"
     if not script.exists():
         return "skipped: deploy/local/slurm/up.sh is not in this checkout"
     env = dict(os.environ, KB_HOME=str(ctx.layout.home))
@@ -456,7 +460,31 @@ def step_slurm(ctx: Context) -> str:
         ["bash", str(script)], "Slurm (deploy/local/slurm/up.sh)", 900, env=env, log=ctx.layout.log_file("slurm")
     )
     ctx.slurm_conf = slurm_conf_from(done.stdout, ctx.layout) or ctx.slurm_conf
-    return f"up (SLURM_CONF={ctx.slurm_conf or 'default /etc/slurm/slurm.conf'})"
+    ctx.runners = runners_partition(ctx.layout, ctx.slurm_conf) if ctx.slurm_conf else ""
+    return f"up (SLURM_CONF={ctx.slurm_conf or 'default /etc/slurm/slurm.conf'}){runners_note(ctx)}"
+
+
+def runners_partition(layout: Layout, slurm_conf: str) -> str:
+    """The rules' runners' partition (checks[].partition) when this cluster has nodes in it, else ""."""
+    from contracts import rules
+
+    try:
+        wanted = sorted(rules.load_file(layout.repo / rules.RULES_FILE).runner_partitions)
+    except rules.RulesError:
+        return ""
+    for partition in wanted:
+        with contextlib.suppress(FileNotFoundError, subprocess.TimeoutExpired):
+            done = subprocess.run(["sinfo", "-h", "-N", "-p", partition, "-o", "%N"], capture_output=True, text=True,
+                                  timeout=10, env=dict(os.environ, SLURM_CONF=slurm_conf))  # fmt: skip
+            if done.returncode == 0 and done.stdout.split():
+                return partition
+    return ""
+
+
+def runners_note(ctx: Context) -> str:
+    if ctx.runners:
+        return f"; checks run on the runners' partition {ctx.runners} (KB_VERIFIER_DISPATCH=slurm)"
+    return "; no runners' partition in this cluster: checks run on the verifier's host"
 
 
 def slurm_answers(slurm_conf: str) -> bool:

@@ -41,6 +41,8 @@ def to_proto(row: CheckRow) -> verifier_pb2.Check:
         started_at=_timestamp(row.started_at),
         finished_at=_timestamp(row.finished_at),
         trigger_event_id=item.trigger_event_id,
+        runner_node=row.runner_node if row.state == "running" else "",
+        slurm_job_id=row.slurm_job_id if row.state == "running" else "",
     )
     if row.result is not None:
         check.result.CopyFrom(row.result)

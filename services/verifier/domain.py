@@ -32,6 +32,10 @@ CRASHED = "crashed"
 ABANDONED = "abandoned"
 WRONG_TIMING = "wrong_timing"
 NO_ROUTE = "no_route"
+SUPERSEDED = "superseded"
+SLURM_REFUSED = "slurm_refused"
+NOT_STARTED = "not_started"
+RUNNER_LOST = "runner_lost"
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,10 @@ class CheckItem:
     metrics_file: str
     time_limit_s: int
     trigger_event_id: str
+    owner: str = ""  # whom the push was for: the fairness key among checks waiting for a runner
+    partition: str = ""  # the runners' Slurm partition it runs on ("" on the verifier's host)
+    gres: str = ""
+    supersede: bool = False
 
 
 @dataclass(frozen=True)
@@ -143,6 +151,10 @@ def checks_for_commit(
                 metrics_file=check.metrics,
                 time_limit_s=check.time_limit_s,
                 trigger_event_id=trigger_event_id,
+                owner=commit.owner or route,
+                partition=check.partition,
+                gres=check.gres,
+                supersede=check.supersede,
             )
         )
     return items
@@ -263,3 +275,29 @@ def no_route(item: CheckItem, *, host: str) -> Verdict:
     completed = _base_completed(item, 0.0, host)
     completed.reasons.append(f"could not run: no route known for job {item.job_id} (no JobSubmitted in its stream)")
     return Verdict(completed, NO_ROUTE)
+
+
+def superseded(item: CheckItem, newer_sha: str) -> Verdict:
+    """A queued check dropped for the route's newer push (the rules' checks[].supersede)."""
+    completed = _base_completed(item, 0.0, "")
+    completed.reasons.append(f"superseded: not run, the route's newer commit {newer_sha[:12]} is checked instead")
+    return Verdict(completed, SUPERSEDED)
+
+
+def slurm_refused(item: CheckItem, attempts: int, message: str) -> Verdict:
+    """Slurm turned the check's job down (sbatch's answer): running it again would be turned down too."""
+    completed = _base_completed(item, 0.0, "")
+    completed.attempts = attempts
+    completed.reasons.append(
+        _text(f"could not run: Slurm refused the check's job on partition {item.partition}: {message}")
+    )
+    return Verdict(completed, SLURM_REFUSED)
+
+
+def runner_lost(item: CheckItem, attempts: int, how: str, *, host: str) -> Verdict:
+    """A check whose Slurm jobs kept ending without a result (the runner node failed, the job was cancelled, it
+    never started): failed after its last attempt, saying how the last one ended."""
+    completed = _base_completed(item, 0.0, host)
+    completed.attempts = attempts
+    completed.reasons.append(_text(f"runner lost: {attempts} attempts on the runners, the last {how}"))
+    return Verdict(completed, NOT_STARTED if how.startswith("not started") else RUNNER_LOST)

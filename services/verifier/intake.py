@@ -10,6 +10,7 @@ from services.common.eventlog import EventLog
 from services.common.logs import bind_ids, get_logger
 from services.verifier import domain
 from services.verifier.queue import CheckQueue
+from services.verifier.runnerqueue import RunnerQueue
 
 EVENT_TYPES = frozenset({"CommitIngested", "RulesApproved"})
 CONSUMER_NAME = "verifier"
@@ -21,6 +22,7 @@ class Intake:
     def __init__(self, log: EventLog, queue: CheckQueue):
         self.log = log
         self.queue = queue
+        self.runners = RunnerQueue(queue)
 
     async def handle(self, conn: asyncpg.Connection, event: events_pb2.Event) -> None:
         payload = event.WhichOneof("payload")
@@ -59,10 +61,12 @@ class Intake:
                 route = domain.route_of_job(await self.log.read_stream(names.job_stream(commit.job_id)))
             items = domain.checks_for_commit(commit, event.event_id, approved, route)
             queued = await self.queue.enqueue(conn, items)
+            superseded = [dropped for item in queued for dropped in await self.runners.supersede(conn, item)]
             log.info(
                 "checks queued",
                 ref=commit.ref,
                 rules_commit=approved.rules_commit,
                 queued=[i.check_id for i in queued],
                 already_queued=len(items) - len(queued),
+                superseded=superseded,
             )

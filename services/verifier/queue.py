@@ -23,13 +23,13 @@ NOTIFY_CHANNEL = "kb_verifier_checks"  # payload: the check id whose row changed
 ACTOR = "system:verifier"
 OPEN_STATES = ("queued", "running")
 
-_ITEM_COLUMNS = (
+ITEM_COLUMNS = (
     "check_id, dedupe_key, check_name, ref, sha, route, kind, job_id, rules_commit, benchmark_version, script,"
-    " metrics_file, time_limit_s, trigger_event_id"
+    " metrics_file, time_limit_s, trigger_event_id, owner, partition, gres, supersede"
 )
 _ROW_COLUMNS = (
-    f"{_ITEM_COLUMNS}, state, attempts, claimed_by, lease_expires_at, enqueued_at, started_at, finished_at,"
-    " completed_position"
+    f"{ITEM_COLUMNS}, state, attempts, claimed_by, lease_expires_at, enqueued_at, started_at, finished_at,"
+    " completed_position, slurm_job_id, runner_node"
 )
 
 
@@ -49,9 +49,11 @@ class CheckRow:
     started_at: datetime | None
     finished_at: datetime | None
     result: events_pb2.CheckCompleted | None
+    slurm_job_id: str = ""  # on the runners: the running attempt's Slurm job
+    runner_node: str = ""  # ... and the node it runs on, once Slurm started it
 
 
-def _item(row) -> CheckItem:
+def item_of(row) -> CheckItem:
     return CheckItem(
         check_id=str(row["check_id"]),
         dedupe_key=row["dedupe_key"],
@@ -67,14 +69,21 @@ def _item(row) -> CheckItem:
         metrics_file=row["metrics_file"],
         time_limit_s=row["time_limit_s"],
         trigger_event_id=str(row["trigger_event_id"]),
+        owner=row["owner"],
+        partition=row["partition"],
+        gres=row["gres"],
+        supersede=row["supersede"],
     )
 
 
 class CheckQueue:
-    def __init__(self, log: EventLog, *, lease_s: float = 60.0):
+    def __init__(self, log: EventLog, *, lease_s: float = 60.0, runners: bool = False):
+        """runners: checks that name a partition go to the Slurm dispatcher (dispatch.py); the verifier's own
+        workers claim only the others. False: the workers run every check on this host, partition or not."""
         self.log = log
         self.pool = log.pool
         self.lease_s = lease_s
+        self.runners = runners
 
     # --- the rules (written by the intake consumer, in its transaction) ---
 
@@ -107,8 +116,8 @@ class CheckQueue:
         queued = []
         for item in items:
             inserted = await conn.fetchval(
-                f"INSERT INTO verifier_checks ({_ITEM_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10,"
-                " $11, $12, $13, $14) ON CONFLICT DO NOTHING RETURNING check_id",
+                f"INSERT INTO verifier_checks ({ITEM_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10,"
+                " $11, $12, $13, $14, $15, $16, $17, $18) ON CONFLICT DO NOTHING RETURNING check_id",
                 item.check_id,
                 item.dedupe_key,
                 item.check_name,
@@ -123,6 +132,10 @@ class CheckQueue:
                 item.metrics_file,
                 item.time_limit_s,
                 item.trigger_event_id,
+                item.owner,
+                item.partition,
+                item.gres,
+                item.supersede,
             )
             if inserted is not None:
                 queued.append(item)
@@ -145,17 +158,19 @@ class CheckQueue:
                         started_at = coalesce(started_at, now())
                     WHERE check_id = (
                         SELECT check_id FROM verifier_checks
-                        WHERE state = 'queued' OR (state = 'running' AND lease_expires_at < now())
+                        WHERE (state = 'queued' OR (state = 'running' AND lease_expires_at < now()))
+                            AND (NOT $3 OR partition = '')
                         ORDER BY enqueued_at, check_id
                         FOR UPDATE SKIP LOCKED LIMIT 1)
-                    RETURNING {_ITEM_COLUMNS}, attempts""",
+                    RETURNING {ITEM_COLUMNS}, attempts""",
                 worker,
                 self.lease_s,
+                self.runners,
             )
             if row is None:
                 return None
             await conn.execute("SELECT pg_notify($1, $2)", NOTIFY_CHANNEL, str(row["check_id"]))
-        return Claim(_item(row), row["attempts"])
+        return Claim(item_of(row), row["attempts"])
 
     async def heartbeat(self, check_id: str, worker: str) -> bool:
         """Renews the lease; False when the check is no longer this worker's (completed, or claimed by another
@@ -185,6 +200,14 @@ class CheckQueue:
     async def complete(self, check_id: str, verdict: Verdict) -> events_pb2.Event | None:
         """Appends the CheckCompleted and marks the check final, in one transaction; None when the check was
         completed already (by this worker or another), in which case nothing is written."""
+        try:
+            async with self.pool.acquire() as conn, conn.transaction():
+                return await self.complete_in(conn, check_id, verdict)
+        except (ConcurrencyConflict, DuplicateEvent):
+            return None
+
+    async def complete_in(self, conn: asyncpg.Connection, check_id: str, verdict: Verdict) -> events_pb2.Event | None:
+        """complete() in the caller's transaction (the intake's, superseding older checks)."""
         completed = NewEvent(
             verdict.completed,
             actor=ACTOR,
@@ -192,33 +215,29 @@ class CheckQueue:
             verifier_version=VERIFIER_VERSION,
         )
         state = "passed" if verdict.completed.passed else "failed"
-        try:
-            async with self.pool.acquire() as conn, conn.transaction():
-                current = await conn.fetchval(
-                    "SELECT state FROM verifier_checks WHERE check_id = $1 FOR UPDATE", check_id
-                )
-                if current is None:
-                    raise KeyError(f"no check {check_id} in the queue")
-                if current not in OPEN_STATES:
-                    return None
-                [event] = await self.log.append(names.check_stream(check_id), 1, [completed], conn=conn)
-                await conn.execute(
-                    "UPDATE verifier_checks SET state = $2, claimed_by = NULL, lease_expires_at = NULL,"
-                    " finished_at = now(), completed_position = $3 WHERE check_id = $1",
-                    check_id,
-                    state,
-                    event.global_position,
-                )
-                await conn.execute("SELECT pg_notify($1, $2)", NOTIFY_CHANNEL, check_id)
-        except (ConcurrencyConflict, DuplicateEvent):
+        current = await conn.fetchval("SELECT state FROM verifier_checks WHERE check_id = $1 FOR UPDATE", check_id)
+        if current is None:
+            raise KeyError(f"no check {check_id} in the queue")
+        if current not in OPEN_STATES:
             return None
+        [event] = await self.log.append(names.check_stream(check_id), 1, [completed], conn=conn)
+        await conn.execute(
+            "UPDATE verifier_checks SET state = $2, claimed_by = NULL, lease_expires_at = NULL,"
+            " finished_at = now(), completed_position = $3 WHERE check_id = $1",
+            check_id,
+            state,
+            event.global_position,
+        )
+        await conn.execute("SELECT pg_notify($1, $2)", NOTIFY_CHANNEL, check_id)
         return event
 
     async def depth(self) -> int:
         """Checks waiting for a worker: queued, or running under a lease that ran out."""
         return await self.pool.fetchval(
             "SELECT count(*) FROM verifier_checks"
-            " WHERE state = 'queued' OR (state = 'running' AND lease_expires_at < now())"
+            " WHERE (state = 'queued' OR (state = 'running' AND lease_expires_at < now()))"
+            " AND (NOT $1 OR partition = '')",
+            self.runners,
         )
 
     # --- reads ---
@@ -274,7 +293,7 @@ class CheckQueue:
                 results = {e[0]: decode_row(e).check_completed for e in events}
         return [
             CheckRow(
-                item=_item(r),
+                item=item_of(r),
                 state=r["state"],
                 attempts=r["attempts"],
                 claimed_by=r["claimed_by"],
@@ -282,6 +301,8 @@ class CheckQueue:
                 started_at=r["started_at"],
                 finished_at=r["finished_at"],
                 result=results.get(r["completed_position"]),
+                slurm_job_id=r["slurm_job_id"] or "",
+                runner_node=r["runner_node"] or "",
             )
             for r in rows
         ]

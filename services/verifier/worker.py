@@ -19,25 +19,16 @@ from pathlib import Path
 
 import asyncpg
 
-from contracts import names, rules
-from contracts.metrics import MAX_BYTES as MAX_METRICS_BYTES
 from services.common import hostedgit, metrics
 from services.common.config import ServerConfig, Settings
 from services.common.eventlog import EventLog
 from services.common.logs import bind_ids, configure_logging, get_logger
-from services.common.sandbox import (
-    Box,
-    Sandbox,
-    SandboxConfig,
-    isolation_available,
-    planned_mounts,
-    read_result_file,
-)
-from services.verifier import domain
+from services.common.sandbox import Box, Sandbox, SandboxConfig, isolation_available, planned_mounts
+from services.verifier import checkrun, domain
 from services.verifier.domain import CheckItem, RunOutcome, Verdict
-from services.verifier.hostedrepo import CheckCheckout, RepoError
+from services.verifier.hostedrepo import CheckCheckout
 from services.verifier.queue import CheckQueue, Claim
-from services.verifier.slots import Slot, check_env, detect_slots
+from services.verifier.slots import Slot, detect_slots
 
 CHECK_BUCKETS = (1, 5, 10, 20, 30, 60, 90, 120, 180, 300, 600, 900, 1800, 3600)
 TRANSIENT = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError)
@@ -227,57 +218,13 @@ class Worker:
             log.warning("check incomplete; running it again", attempt=attempt, not_judged=not_judged)
 
     async def _outcome(self, item: CheckItem, box: Box) -> RunOutcome:
-        started = time.monotonic()
-        try:
-            await self.repo.export(item.rules_commit, item.sha, item.route, box.work)
-        except RepoError as err:
-            return RunOutcome(domain.EXIT_COULD_NOT_RUN, False, time.monotonic() - started, None, str(err))
-        if not (box.work / item.script).is_file():
-            why = f"check script {item.script} is not in rules commit {item.rules_commit[:12]}"
-            return RunOutcome(domain.EXIT_COULD_NOT_RUN, False, time.monotonic() - started, None, why)
-        protocol = rules_timing_protocol(box.work)  # read before the script runs and could touch its copy
-        route_dir = names.route_dir(item.route)
-        metrics_path = box.inner_path("out", item.metrics_file)
+        prepared = await checkrun.prepare(self.repo, item, box, self.slot, self.config.python)
+        if isinstance(prepared, RunOutcome):
+            return prepared
         if not self.config.sandbox.isolate:
             NOT_ISOLATED.inc()
-        finished = await self.sandbox.run(
-            box,
-            ["bash", item.script, route_dir, metrics_path],
-            self.script_env(item, box, route_dir, metrics_path),
-            time_limit_s=item.time_limit_s,
-        )
-        metrics_text, metrics_error = read_result_file(box.path / "out" / item.metrics_file, MAX_METRICS_BYTES)
-        return RunOutcome(
-            exit_code=finished.exit_code,
-            timed_out=finished.timed_out,
-            duration_s=finished.duration_s,
-            metrics_text=metrics_text,
-            output_tail=finished.output_tail,
-            metrics_error=metrics_error,
-            rules_timing_protocol=protocol,
-        )
-
-    def script_env(self, item: CheckItem, box: Box, route_dir: str, metrics_path: str) -> dict[str, str]:
-        return check_env(
-            box,
-            self.slot,
-            python=self.config.python,
-            route_dir=route_dir,
-            metrics_path=metrics_path,
-            rules_commit=item.rules_commit,
-            check_id=item.check_id,
-            check_name=item.check_name,
-            sha=item.sha,
-        )
-
-
-def rules_timing_protocol(work: Path) -> str:
-    """guardrails.timing.protocol of the rules in a check's working copy (from the rules commit, never the route's);
-    "" when they cannot be read: the check is then judged without that comparison."""
-    try:
-        return rules.load_file(work / rules.RULES_FILE).timing.protocol
-    except rules.RulesError:
-        return ""
+        finished = await self.sandbox.run(box, prepared.command, prepared.env, time_limit_s=item.time_limit_s)
+        return checkrun.outcome(item, box, finished, prepared.timing_protocol)
 
 
 def make_workers(queue: CheckQueue, config: WorkerConfig) -> list[Worker]:

@@ -36,6 +36,10 @@ def test_problems_read_not_submitted_passed_or_failed_and_a_queued_check_its_pla
     assert results.live_verdict(queued).label == "queued, 2nd in line, starts in about 4 min"
     running = verifier_pb2.Check(state="running", claimed_by="gpu0")
     assert results.live_verdict(running).label == "running on gpu0"
+    on_slurm = verifier_pb2.Check(state="running", claimed_by="slurm:vm:12", slurm_job_id="51")
+    assert results.live_verdict(on_slurm).label == "submitted to Slurm (job 51), waiting for a runner"
+    on_slurm.runner_node = "runner2"
+    assert results.live_verdict(on_slurm).label == "running on runner2 (Slurm job 51)"
 
 
 def test_board_entries_listed_beside_never_show_a_score_that_reads_as_counting():

@@ -120,6 +120,9 @@ def test_the_dashboard_has_the_panels_an_operator_needs():
         "Slurm poll errors": "kb_scheduler_poll_errors_total",
         "auth token cache hits/bypasses": "kb_auth_token_cache_lookups_total",
         "auth change listener": "kb_auth_listener_connected",
+        "runners up/down": "kb_verifier_runners",
+        "checks waiting for a runner": "kb_verifier_slurm_queue_depth",
+        "dispatch overhead": "kb_verifier_dispatch_seconds_bucket",
     }
     missing = [what for what, fragment in needed.items() if fragment not in used]
     assert not missing, f"no panel for: {missing}"

@@ -131,7 +131,7 @@ def test_a_check_timed_by_another_protocol_than_its_rules_fails_saying_so():
 
 
 def test_the_worker_reads_the_rules_protocol_from_the_working_copy(tmp_path):
-    from services.verifier.worker import rules_timing_protocol
+    from services.verifier.checkrun import rules_timing_protocol
 
     assert rules_timing_protocol(tmp_path) == ""  # no rules there
     (tmp_path / "scienceslack.json").write_text(json.dumps(project_rules()))

@@ -26,7 +26,7 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from kernelboard.v1 import events_pb2 as kernelboard_dot_v1_dot_events__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dkernelboard/v1/verifier.proto\x12\x0ekernelboard.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bkernelboard/v1/events.proto\"\x84\x04\n\x05\x43heck\x12\x10\n\x08\x63heck_id\x18\x01 \x01(\t\x12\x12\n\ncheck_name\x18\x02 \x01(\t\x12\x0b\n\x03ref\x18\x03 \x01(\t\x12\x0b\n\x03sha\x18\x04 \x01(\t\x12\r\n\x05route\x18\x05 \x01(\t\x12\r\n\x05state\x18\x06 \x01(\t\x12.\n\x06result\x18\x07 \x01(\x0b\x32\x1e.kernelboard.v1.CheckCompleted\x12(\n\x04kind\x18\x08 \x01(\x0e\x32\x1a.kernelboard.v1.CommitKind\x12\x0e\n\x06job_id\x18\t \x01(\t\x12\x14\n\x0crules_commit\x18\n \x01(\t\x12\x19\n\x11\x62\x65nchmark_version\x18\x0b \x01(\x05\x12\x10\n\x08\x61ttempts\x18\x0c \x01(\x05\x12\x12\n\nclaimed_by\x18\r \x01(\t\x12/\n\x0b\x65nqueued_at\x18\x0e \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nstarted_at\x18\x0f \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x66inished_at\x18\x10 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x18\n\x10trigger_event_id\x18\x11 \x01(\t\x12\x16\n\x0equeue_position\x18\x12 \x01(\x05\x12\x18\n\x10\x65stimated_wait_s\x18\x13 \x01(\x01\"#\n\x0fGetCheckRequest\x12\x10\n\x08\x63heck_id\x18\x01 \x01(\t\">\n\x11ListChecksRequest\x12\r\n\x05route\x18\x01 \x01(\t\x12\x0b\n\x03sha\x18\x02 \x01(\t\x12\r\n\x05limit\x18\x03 \x01(\x05\"8\n\x0fListChecksReply\x12%\n\x06\x63hecks\x18\x01 \x03(\x0b\x32\x15.kernelboard.v1.Check2\xeb\x01\n\x08Verifier\x12\x42\n\x08GetCheck\x12\x1f.kernelboard.v1.GetCheckRequest\x1a\x15.kernelboard.v1.Check\x12P\n\nListChecks\x12!.kernelboard.v1.ListChecksRequest\x1a\x1f.kernelboard.v1.ListChecksReply\x12I\n\x0bWatchChecks\x12!.kernelboard.v1.ListChecksRequest\x1a\x15.kernelboard.v1.Check0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dkernelboard/v1/verifier.proto\x12\x0ekernelboard.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bkernelboard/v1/events.proto\"\xaf\x04\n\x05\x43heck\x12\x10\n\x08\x63heck_id\x18\x01 \x01(\t\x12\x12\n\ncheck_name\x18\x02 \x01(\t\x12\x0b\n\x03ref\x18\x03 \x01(\t\x12\x0b\n\x03sha\x18\x04 \x01(\t\x12\r\n\x05route\x18\x05 \x01(\t\x12\r\n\x05state\x18\x06 \x01(\t\x12.\n\x06result\x18\x07 \x01(\x0b\x32\x1e.kernelboard.v1.CheckCompleted\x12(\n\x04kind\x18\x08 \x01(\x0e\x32\x1a.kernelboard.v1.CommitKind\x12\x0e\n\x06job_id\x18\t \x01(\t\x12\x14\n\x0crules_commit\x18\n \x01(\t\x12\x19\n\x11\x62\x65nchmark_version\x18\x0b \x01(\x05\x12\x10\n\x08\x61ttempts\x18\x0c \x01(\x05\x12\x12\n\nclaimed_by\x18\r \x01(\t\x12/\n\x0b\x65nqueued_at\x18\x0e \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nstarted_at\x18\x0f \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x66inished_at\x18\x10 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x18\n\x10trigger_event_id\x18\x11 \x01(\t\x12\x16\n\x0equeue_position\x18\x12 \x01(\x05\x12\x18\n\x10\x65stimated_wait_s\x18\x13 \x01(\x01\x12\x13\n\x0brunner_node\x18\x14 \x01(\t\x12\x14\n\x0cslurm_job_id\x18\x15 \x01(\t\"#\n\x0fGetCheckRequest\x12\x10\n\x08\x63heck_id\x18\x01 \x01(\t\">\n\x11ListChecksRequest\x12\r\n\x05route\x18\x01 \x01(\t\x12\x0b\n\x03sha\x18\x02 \x01(\t\x12\r\n\x05limit\x18\x03 \x01(\x05\"8\n\x0fListChecksReply\x12%\n\x06\x63hecks\x18\x01 \x03(\x0b\x32\x15.kernelboard.v1.Check2\xeb\x01\n\x08Verifier\x12\x42\n\x08GetCheck\x12\x1f.kernelboard.v1.GetCheckRequest\x1a\x15.kernelboard.v1.Check\x12P\n\nListChecks\x12!.kernelboard.v1.ListChecksRequest\x1a\x1f.kernelboard.v1.ListChecksReply\x12I\n\x0bWatchChecks\x12!.kernelboard.v1.ListChecksRequest\x1a\x15.kernelboard.v1.Check0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,13 +34,13 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'kernelboard.v1.verifier_pb2
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_CHECK']._serialized_start=112
-  _globals['_CHECK']._serialized_end=628
-  _globals['_GETCHECKREQUEST']._serialized_start=630
-  _globals['_GETCHECKREQUEST']._serialized_end=665
-  _globals['_LISTCHECKSREQUEST']._serialized_start=667
-  _globals['_LISTCHECKSREQUEST']._serialized_end=729
-  _globals['_LISTCHECKSREPLY']._serialized_start=731
-  _globals['_LISTCHECKSREPLY']._serialized_end=787
-  _globals['_VERIFIER']._serialized_start=790
-  _globals['_VERIFIER']._serialized_end=1025
+  _globals['_CHECK']._serialized_end=671
+  _globals['_GETCHECKREQUEST']._serialized_start=673
+  _globals['_GETCHECKREQUEST']._serialized_end=708
+  _globals['_LISTCHECKSREQUEST']._serialized_start=710
+  _globals['_LISTCHECKSREQUEST']._serialized_end=772
+  _globals['_LISTCHECKSREPLY']._serialized_start=774
+  _globals['_LISTCHECKSREPLY']._serialized_end=830
+  _globals['_VERIFIER']._serialized_start=833
+  _globals['_VERIFIER']._serialized_end=1068
 # @@protoc_insertion_point(module_scope)

@@ -11,7 +11,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Check(_message.Message):
-    __slots__ = ("check_id", "check_name", "ref", "sha", "route", "state", "result", "kind", "job_id", "rules_commit", "benchmark_version", "attempts", "claimed_by", "enqueued_at", "started_at", "finished_at", "trigger_event_id", "queue_position", "estimated_wait_s")
+    __slots__ = ("check_id", "check_name", "ref", "sha", "route", "state", "result", "kind", "job_id", "rules_commit", "benchmark_version", "attempts", "claimed_by", "enqueued_at", "started_at", "finished_at", "trigger_event_id", "queue_position", "estimated_wait_s", "runner_node", "slurm_job_id")
     CHECK_ID_FIELD_NUMBER: _ClassVar[int]
     CHECK_NAME_FIELD_NUMBER: _ClassVar[int]
     REF_FIELD_NUMBER: _ClassVar[int]
@@ -31,6 +31,8 @@ class Check(_message.Message):
     TRIGGER_EVENT_ID_FIELD_NUMBER: _ClassVar[int]
     QUEUE_POSITION_FIELD_NUMBER: _ClassVar[int]
     ESTIMATED_WAIT_S_FIELD_NUMBER: _ClassVar[int]
+    RUNNER_NODE_FIELD_NUMBER: _ClassVar[int]
+    SLURM_JOB_ID_FIELD_NUMBER: _ClassVar[int]
     check_id: str
     check_name: str
     ref: str
@@ -50,7 +52,9 @@ class Check(_message.Message):
     trigger_event_id: str
     queue_position: int
     estimated_wait_s: float
-    def __init__(self, check_id: _Optional[str] = ..., check_name: _Optional[str] = ..., ref: _Optional[str] = ..., sha: _Optional[str] = ..., route: _Optional[str] = ..., state: _Optional[str] = ..., result: _Optional[_Union[_events_pb2.CheckCompleted, _Mapping]] = ..., kind: _Optional[_Union[_events_pb2.CommitKind, str]] = ..., job_id: _Optional[str] = ..., rules_commit: _Optional[str] = ..., benchmark_version: _Optional[int] = ..., attempts: _Optional[int] = ..., claimed_by: _Optional[str] = ..., enqueued_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., trigger_event_id: _Optional[str] = ..., queue_position: _Optional[int] = ..., estimated_wait_s: _Optional[float] = ...) -> None: ...
+    runner_node: str
+    slurm_job_id: str
+    def __init__(self, check_id: _Optional[str] = ..., check_name: _Optional[str] = ..., ref: _Optional[str] = ..., sha: _Optional[str] = ..., route: _Optional[str] = ..., state: _Optional[str] = ..., result: _Optional[_Union[_events_pb2.CheckCompleted, _Mapping]] = ..., kind: _Optional[_Union[_events_pb2.CommitKind, str]] = ..., job_id: _Optional[str] = ..., rules_commit: _Optional[str] = ..., benchmark_version: _Optional[int] = ..., attempts: _Optional[int] = ..., claimed_by: _Optional[str] = ..., enqueued_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., trigger_event_id: _Optional[str] = ..., queue_position: _Optional[int] = ..., estimated_wait_s: _Optional[float] = ..., runner_node: _Optional[str] = ..., slurm_job_id: _Optional[str] = ...) -> None: ...
 
 class GetCheckRequest(_message.Message):
     __slots__ = ("check_id",)
