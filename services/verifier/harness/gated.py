@@ -8,15 +8,19 @@ One timed call (``gated_call``):
 2. The judge draws them into the slot the candidate maps and flushes the L2 (``prepare_ms``: what route code does on
    the device meanwhile stretches it -- check_prepare), then opens the gate and spins until the done word arrives,
    which the device writes after the call, its end event and the output's copy into the judge's region.
-3. The judge copies the region at once (``late_ms``: beyond what that copy costs, the candidate's context was still
-   at work -- a done word written before the output was) and finds any poison left in it (never written).
+3. The judge copies the region at once and finds any poison left in it (never written); that copy's time beyond its
+   own cost (``late_ms``) is how long the candidate's context was still at work after its done word.
 4. The candidate's answer: its CUDA events' time (``reported_ms``), the output's header, the ops it dispatched.
 
 What scores a call is what the judge can vouch for (``scored_ms``): the candidate's events where they account for the
-judge's clock (open to done, less what an empty call costs, plus any lateness), else the judge's clock. More than a
-tenth of the calls short of it is class 6 however the median falls. A forward that synchronises its host cannot
-enqueue behind a closed gate: the judge opens it after ``GATE_ENQUEUE_S`` and the call is timed with its host part
-(``host_synced``, said in the metrics file).
+judge's clock (open to done, less what an empty call costs), else the judge's clock. More than a tenth of the calls
+short of it is class 6 however the median falls. A done word written before the work (route code's host maps the
+page) leaves the output poisoned at the judge's copy, or the copy waiting on the candidate's context: a median
+lateness over ``LATE_MEDIAN_LIMIT_MS`` is class 13. The slacks come from the first version 2 runs on an H100
+(docs/decisions/0012): the judge's clock within 10 µs of the events on 90 % of honest calls, honest lateness
+0.02-0.15 ms (median per problem): the judge's copy waits for the GPU to switch back to its context. A forward that
+synchronises its host cannot enqueue behind a closed gate: the judge opens it after ``GATE_ENQUEUE_S`` and the call
+is timed with its host part (``host_synced``, said in the metrics file).
 
 Secret samples, drawn by the judge and told to nobody: ``RECHECKS`` calls' outputs compared with the reference on the
 same inputs (a route wrong or lazy on 10 of 100 calls escapes with probability C(90,45)/C(100,45) < 0.2 %), of which
@@ -59,14 +63,16 @@ RECHECKS = 45
 PRECISION_SAMPLES = 3
 CENSUS_SAMPLES = 3
 # A call's reported time may fall short of the judge's bound by this much (ms, plus this share of the bound) before
-# it counts as short: the judge's clock and the device's events disagree by a few microseconds on an honest GPU call;
-# the CPU form's clocks are a shared, loaded host's.
-BOUND_SLACK_MS = {"gpu": 0.01, "cpu": 10.0}
-BOUND_SLACK_SHARE = {"gpu": 0.02, "cpu": 0.1}
+# it counts as short: on an H100 honest calls' events came within 10 µs of the judge's clock in 9 of 10, at most 1 call
+# in 100 was short by more than this (docs/decisions/0012); the CPU form's clocks are a shared, loaded host's.
+BOUND_SLACK_MS = {"gpu": 0.015, "cpu": 10.0}
+BOUND_SLACK_SHARE = {"gpu": 0.01, "cpu": 0.1}
 # How often the judge's wait for the done word gives its core away: on the GPU it spins (microseconds matter), in the
 # CPU form the candidate computing the call needs a core on a 2-core host.
 WAIT_YIELD_EVERY = {"gpu": 0x100000, "cpu": 16}
-LATE_SLACK_MS = {"gpu": 0.05, "cpu": 10.0}  # the judge's copy of the output beyond its own cost, before it is "late"
+# The median over a problem's calls of the judge's copy at the done word beyond its calibrated cost: over this, the
+# outputs were not complete when their calls said done (class 13). Honest medians on an H100: 0.02-0.15 ms.
+LATE_MEDIAN_LIMIT_MS = {"gpu": 0.3, "cpu": 10.0}
 DISAGREEING_SHARE = 0.1  # of the calls: more reported short of the judge's bound than this is class 6
 # Route code that works on the device while the judge draws a call's inputs and flushes the L2 (looking for the
 # inputs) stretches that work, since the GPU time-slices between the two processes' contexts: allowed over what the
@@ -85,9 +91,10 @@ class GatedCall:
     host_synced: bool
 
 
-def bound_ms(call: GatedCall, profile: str) -> float:
-    """What the judge vouches for: its clock over the call, plus any lateness of the output past its slack."""
-    return call.judged_ms + max(call.late_ms - LATE_SLACK_MS[profile], 0.0)
+def bound_ms(call: GatedCall) -> float:
+    """What the judge vouches for: its clock over the call, from the gate's open to the done word, less the same for
+    an empty call."""
+    return call.judged_ms
 
 
 def scored_ms(call: GatedCall, profile: str) -> tuple[float, bool]:
@@ -95,7 +102,7 @@ def scored_ms(call: GatedCall, profile: str) -> tuple[float, bool]:
     device's events score a call they account for, the judge's bound one they do not; in the CPU form the candidate's
     timer is route code's own host clock, so the judge's clock scores every call (a report above it only costs the
     route)."""
-    bound = max(bound_ms(call, profile), 0.0)
+    bound = max(bound_ms(call), 0.0)
     short = call.reported_ms < bound - (BOUND_SLACK_MS[profile] + BOUND_SLACK_SHARE[profile] * bound)
     if profile == "cpu":
         return max(bound, call.reported_ms), short
@@ -132,20 +139,21 @@ def time_candidate_gated(judge: Judge, regions: list) -> Timing:
     record(judge, calls, short)
     if sum(short) > DISAGREEING_SHARE * len(calls):
         claimed = Timing.median([c.reported_ms for c in calls])
-        seen = Timing.median([bound_ms(c, profile) for c in calls])
+        seen = Timing.median([bound_ms(c) for c in calls])
         raise Broken(
             f"class 6 (patching the harness): {sum(short)} of {len(calls)} timed calls reported less than the judge's "
             f"own clock saw (median reported {claimed:.4f} ms, the judge's {seen:.4f} ms) -- a patched timer, or "
             "work done after the call said it was done"
         )
-    return Timing(list(scored), [bound_ms(c, profile) for c in calls])
+    return Timing(list(scored), [bound_ms(c) for c in calls])
 
 
 def record(judge: Judge, calls: list[GatedCall], short: tuple[bool, ...]) -> None:
     details = judge.result.details
     details["candidate_reported_ms"] = Timing.median([c.reported_ms for c in calls])
     details["judge_bound_ms"] = Timing.median([c.judged_ms for c in calls])
-    details["judge_late_ms"] = round(max(c.late_ms for c in calls), 4)
+    late = Timing.median([c.late_ms for c in calls])
+    details["judge_late_ms"] = round(late, 4)
     details["calls_scored_by_the_judge"] = sum(short)
     # Every call's (reported, the judge's clock less the empty call, lateness) in microseconds: what the slacks above
     # were chosen from, kept so that a run's numbers can be judged again offline.
@@ -157,6 +165,13 @@ def record(judge: Judge, calls: list[GatedCall], short: tuple[bool, ...]) -> Non
         details["host_synced_calls"] = synced
         judge.result.host_synced = True
     check_prepare(judge, [c.prepare_ms for c in calls])
+    limit = LATE_MEDIAN_LIMIT_MS[judge.ctx.kit.profile]
+    if late > limit:
+        raise Broken(
+            f"class 13 (lazy output): the judge's copy of each output at its call's done word waited {late:.3f} ms "
+            f"(median) beyond its own cost, over the {limit} ms an honest call leaves: the calls said done before "
+            "their outputs were"
+        )
 
 
 def check_prepare(judge: Judge, prepare_ms: list[float]) -> None:
