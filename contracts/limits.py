@@ -1,5 +1,5 @@
 """Size limits: how large anything a caller sends, or an event records, may be (docs/ARCHITECTURE.md, "Limits").
-Decided once here; the README's tables and the protos' comments repeat these numbers.
+Decided once here; the tables of docs/limits.md and the protos' comments repeat these numbers.
 
 Why an event limit at all: the relay publishes each event as one NATS message, and NATS refuses a message above its
 max_payload (1 MiB by default). An event the bus cannot carry used to stop the relay at its position for good; now

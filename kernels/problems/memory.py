@@ -1,6 +1,6 @@
 """How much device memory judging one problem holds at once, computed from its shapes (on torch's meta device: no
 memory, no kernel) and what the problem declares of its reference (``FORWARD_TEMPORARIES``, ``ORACLE_SLICES``): the
-verifier's memory plan, made before a check's first problem (services/verifier/harness/README.md, "The memory plan").
+verifier's memory plan, made before a check's first problem (docs/verifier-harness.md, "The memory plan").
 ``python -m kernels.problems.memory [--shape full]`` prints each problem's need as a Markdown table.
 
 A check judges one problem at a time, in two processes on one card. With I the bytes of one draw of the inputs, L its

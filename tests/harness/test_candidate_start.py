@@ -1,8 +1,7 @@
-"""On the GPU the candidate process starts while the judge times its references (README, "The process model"): its
-interpreter and torch load concurrently, but nothing from the route's directory runs before the judge has timed every
-reference and said so, however long that takes; a candidate that dies while it starts still makes the check "could
-not run".
-"""
+"""On the GPU the candidate process starts while the judge times its references (docs/verifier-harness.md, "The process
+model"): its interpreter and torch load concurrently, but nothing from the route's directory runs before the judge has
+timed every reference and said so, however long that takes; a candidate that dies while it starts still makes the check
+"could not run"."""
 
 import os
 import re

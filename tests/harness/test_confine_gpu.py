@@ -1,6 +1,6 @@
 """Which GPU device nodes a confined process gets (harness/confine.py), on a host laid out like one with
 several GPUs: the driver's nodes under a stand-in /dev, its per-GPU entries under a stand-in /proc/driver/nvidia/gpus.
-Whether CUDA then runs on the one GPU left is for a machine with several (the harness README's known limits)."""
+Whether CUDA then runs on the one GPU left is for a machine with several (docs/verifier-harness.md, known limits)."""
 
 from pathlib import Path
 

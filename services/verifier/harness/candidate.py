@@ -338,7 +338,7 @@ def main() -> None:
     if device.type == "cuda":
         torch.cuda.set_device(0)
         fraction = float(os.environ.get("KB_GPU_MEMORY_FRACTION", "0") or 0)
-        if 0 < fraction < 1:  # a bound torch keeps; route code could lift it (see the README's known limits)
+        if 0 < fraction < 1:  # a bound torch keeps; route code could lift it (docs/verifier-harness.md, known limits)
             torch.cuda.set_per_process_memory_fraction(fraction)
     handover = socket.socket(fileno=int(os.environ["KB_HANDOVER_FD"]))
     size = int(order["output_bytes"])

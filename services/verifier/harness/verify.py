@@ -2,7 +2,7 @@
 with the route's code in a confined candidate process of its own (candidate.py, started and driven through
 candidate_process.py) and nothing of it in this one.
 
-What runs where (docs: services/verifier/harness/README.md, "The process model"):
+What runs where (docs/verifier-harness.md, "The process model"):
 - The judge (this process) reads the rules, draws every seed from ``secrets``, builds the reference models with
   secret parameters and times every reference before any route code runs (check.py, timing.time_reference; on the
   GPU the candidate process loads its interpreter and torch meanwhile, but starts CUDA only at the judge's go), so
