@@ -372,7 +372,10 @@ class Dispatcher:
         RUNNERS.labels(partition, "down").set(len(nodes) - up)
         busy = sum(1 for f in await self.runners.in_flight(self.name) if f.claim.item.partition == partition)
         names = {node.name for node in nodes}
-        for _ in range(max(0, (self.config.slots or up) - busy)):
+        # A partition Slurm shows no node of still gets one job at a time: sbatch's answer (an unknown partition)
+        # then fails each check saying so, rather than checks waiting for runners that do not exist.
+        capacity = self.config.slots or (up if nodes else 1)
+        for _ in range(max(0, capacity - busy)):
             claim = await self.runners.claim_next(self.name, partition)
             if claim is None or not await self._start(claim, names):
                 return

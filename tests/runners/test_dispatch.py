@@ -13,8 +13,8 @@ from services.common.slurm import Slurm
 from services.verifier.api import to_proto
 from services.verifier.dispatch import SLURM_ERRORS
 from services.verifier.intake import Intake
-from tests.runners.runs import approve, dispatcher, drive, finished, jobs_named, push, worker_config
-from tests.verifier.conftest import REPO, approve_rules, metrics_script, project_rules
+from tests.runners.runs import approve, check, dispatcher, drive, finished, jobs_named, push, worker_config
+from tests.verifier.conftest import REPO, approve_rules, metrics_script, project_rules, rules_with_checks
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(320)]
 
@@ -130,6 +130,20 @@ async def test_faults_end_in_clear_states(log, queue, repo, home, slurm_conf):
     ), row.result.reasons
     row = await queue.get(silent)
     assert row.state == "failed" and "wrote no metrics file" in row.result.reasons[0], row.result.reasons
+
+
+async def test_a_partition_the_cluster_lacks_fails_each_check_with_slurms_answer(log, queue, repo, home, slurm_conf):
+    rules = rules_with_checks(check("checks/fast.sh", partition="ghost"))
+    rules["limits"]["partitions"]["ghost"] = dict(rules["limits"]["partitions"]["runners"])
+    rules_sha = await approve_rules(log, repo, rules, extra={"checks/fast.sh": metrics_script("")})
+    async with log.pool.acquire() as conn, conn.transaction():
+        await Intake(log, queue).handle(conn, (await log.read_stream("rules"))[-1])
+    checks = await push(log, queue, repo, rules_sha) + await push(log, queue, repo, rules_sha)
+    await drive(dispatcher(queue, home, slurm_conf), lambda: finished(queue, checks), 60)
+    for check_id in checks:
+        row = await queue.get(check_id)
+        assert row.state == "failed" and "Slurm refused the check's job on partition ghost" in row.result.reasons[0]
+        assert "invalid partition" in row.result.reasons[0].lower(), row.result.reasons
 
 
 async def test_a_job_slurm_never_starts_is_run_again_then_fails_saying_why(log, queue, repo, home, slurm_conf):
