@@ -57,6 +57,7 @@ _READ_ALL_TYPES = (
 )
 _READ_POSITIONS = f"SELECT {_COLUMNS} FROM events WHERE global_position = ANY($1::bigint[]) ORDER BY global_position"
 _READ_STREAM = f"SELECT {_COLUMNS} FROM events WHERE stream = $1 AND stream_version >= $2 ORDER BY stream_version"
+_READ_STREAM_FIRST = f"SELECT {_COLUMNS} FROM events WHERE stream = $1 AND stream_version = 1"
 
 
 @dataclass(frozen=True)
@@ -226,6 +227,11 @@ class EventLog:
 
     async def read_stream(self, stream: str, from_version: int = 1) -> list[Event]:
         return [decode_row(r) for r in await self.pool.fetch(_READ_STREAM, stream, from_version)]
+
+    async def first_event(self, stream: str, conn: asyncpg.Connection | None = None) -> Event | None:
+        """The event that opened the stream (version 1), None when the stream does not exist; one indexed read."""
+        row = await (conn or self.pool).fetchrow(_READ_STREAM_FIRST, stream)
+        return decode_row(row) if row is not None else None
 
     async def stream_version(self, stream: str) -> int:
         """The stream's current version, 0 when it does not exist."""

@@ -17,7 +17,7 @@ from kernelboard.v1 import events_pb2
 from contracts import access, limits, names, rules, rules_guard
 from contracts.names import Ref
 from contracts.refusals import check_length, conflict, exists, not_found, precondition
-from services.common import auth, metrics
+from services.common import auth, metrics, routes
 from services.common.eventlog import EventLog, NewEvent
 from services.common.logs import bind_ids, get_logger
 from services.common.setaside import SetAside
@@ -185,12 +185,12 @@ class Ingest(PullRequests, Issues, Members):
     async def _check_writer(self, actor: Actor, target: Ref) -> tuple[str, str]:
         """Who may write the ref; returns its recorded value ("" when new) and main's, read on one connection."""
         async with self.pool.acquire() as conn:
-            route = await store.get_route(conn, target.route) if target.route else None
+            owner = await routes.route_owner(self.log, target.route, conn=conn) if target.route else None
             recorded = await store.ref_values_of(conn, [target.name, names.MAIN_REF, names.CHECKS_TAG])
         maintainers = None
         if target.kind == "checks":
             maintainers = await self.maintainers_in_force(recorded.get(names.CHECKS_TAG, ""))
-        domain.check_write(actor, target, route.owner if route else None, maintainers)
+        domain.check_write(actor, target, owner, maintainers)
         return recorded.get(target.name, ""), recorded.get(names.MAIN_REF, "")
 
     async def maintainers_in_force(self, tag: str) -> tuple[str, ...] | None:

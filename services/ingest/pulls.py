@@ -6,6 +6,7 @@ from kernelboard.v1 import events_pb2
 
 from contracts import access, limits, names
 from contracts.refusals import conflict, not_found, precondition
+from services.common import routes
 from services.common.eventlog import NewEvent
 from services.common.logs import get_logger
 from services.ingest import domain, store
@@ -31,7 +32,8 @@ def verdict_target(pull: store.PullRow) -> access.Target:
 class PullRequests:
     async def open_pull(self, actor: Actor, route_name: str, title: str, body: str = "") -> store.PullRow:
         route, head = await self.get_route(route_name)
-        access.require(actor, access.Action.OPEN_PULL, access.Target(owner=route.owner, label=f"route {route.route!r}"))
+        owner = await routes.route_owner(self.log, route.route)
+        access.require(actor, access.Action.OPEN_PULL, access.Target(owner=owner or "", label=f"route {route.route!r}"))
         main = await store.ref_value(self.pool, names.MAIN_REF)
         if await self.repo.is_ancestor(head, main):
             raise precondition("nothing_to_merge", f"route {route.route!r} brings nothing main lacks")

@@ -21,7 +21,7 @@ from kernelboard.v1 import events_pb2
 
 from contracts import access, names, rules
 from contracts.refusals import Refusal, invalid, not_found, precondition, unavailable
-from services.common import hostedgit, metrics, sandbox
+from services.common import hostedgit, metrics, routes, sandbox
 from services.common.eventlog import ConcurrencyConflict, NewEvent
 from services.common.hostedgit import GitError
 from services.common.logs import bind_ids, get_logger
@@ -227,7 +227,7 @@ class JobService:
         path = Path(script_path)
         if not script_path or path.is_absolute() or ".." in path.parts:
             raise invalid("bad_script_path", f"script path {script_path!r}: a relative path inside the commit")
-        owner = await self._route_owner(route)
+        owner = await routes.route_owner(self.log, route)
         if owner is None:
             raise not_found("unknown_route", f"unknown route {route!r}: start it and push first")
         actor = access.Actor.of(principal)
@@ -492,12 +492,6 @@ class JobService:
         self._stopping.set()
 
     # -- helpers ----------------------------------------------------------------------------------------------------
-
-    async def _route_owner(self, route: str) -> str | None:
-        for event in await self.log.read_stream(names.route_stream(route)):
-            if event.WhichOneof("payload") == "route_started":
-                return event.route_started.owner
-        return None
 
     async def _limits(self) -> dict[str, directives.PartitionLimits]:
         """The partitions of the rules that judge (scienceslack.json at the tag checks), else the configured file."""

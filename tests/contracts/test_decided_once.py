@@ -9,6 +9,8 @@ services, the checks, the local deployment) and fails on
   a NATS subject from the subject prefix, or a ref, route folder or short form (``routes/{r}``, ``refs/...``) instead
   of asking contracts.names;
 - a check's exit code (``EXIT_* = ...``) decided outside contracts.metrics;
+- a route's owner read from its RouteStarted (``event.route_started.owner``) outside services/common/routes.py, the
+  one way every service finds it (the board's fold folds the event as it folds every other);
 - a second spelling of a refusal: ``Refusal("NOT_FOUND", ...)`` where contracts.refusals has a helper
   (``not_found(...)``) for each status.
 
@@ -36,6 +38,7 @@ REGEX_CALLS = {"compile", "fullmatch", "match", "search", "findall", "finditer",
 STREAM_KINDS = {"route", "job", "pull", "issue", "check", "benchmark", "principal", "deadletter", "rules", "main"}
 IDENTITY_KINDS = {"system", "operator"}  # principal and operator names: contracts.names
 ROLE_MODULE = "contracts/access.py"
+ROUTE_OWNER_MODULE = "services/common/routes.py"
 # The hosted repository's refs and a route's folder (a clone's own refs/remotes/* are git's, not ours).
 HOSTED_PREFIXES = ("refs/heads/", "refs/tags/", "refs/jobs/", "refs/pull/", "routes/")
 
@@ -96,6 +99,9 @@ def violations(relative: str, source: str) -> list[str]:
         elif isinstance(node, ast.Compare) and relative != ROLE_MODULE:
             if any(_is_role(operand) for operand in (node.left, *node.comparators)):
                 found.append(f"{where}: a role comparison outside {ROLE_MODULE}")
+        elif isinstance(node, ast.Attribute) and node.attr == "owner" and _mentions(node.value, "route_started"):
+            if relative != ROUTE_OWNER_MODULE:
+                found.append(f"{where}: a route's owner found outside {ROUTE_OWNER_MODULE}")
         elif isinstance(node, ast.Assign) and any(_names_an_exit_code(target) for target in node.targets):
             found.append(f"{where}: a check's exit code decided outside contracts.metrics")
         elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and _spells_a_ref(node.left):
@@ -137,6 +143,7 @@ def test_no_identifier_grammar_role_comparison_or_spelt_stream_outside_contracts
         ('def s(settings):\n    return f"{settings.events_subject_prefix}.>"\n', "a NATS subject"),
         ('def s(name):\n    return f"system:consumer:{name}"\n', "an identity"),
         ('def r():\n    raise Refusal("NOT_FOUND", "unknown_pull", "no such pull request")\n', "not its contracts"),
+        ("async def owner(log, s):\n    return (await log.read_stream(s))[0].route_started.owner\n", "route's owner"),
     ],
 )
 def test_the_walk_sees_each_kind_of_decision(source, what):
