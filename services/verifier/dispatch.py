@@ -87,6 +87,8 @@ class DispatchConfig:
     @classmethod
     def from_env(cls, settings: Settings, environ: Mapping[str, str] | None = None) -> "DispatchConfig":
         env = os.environ if environ is None else environ
+        if not settings.slurm_conf and not Path("/etc/slurm/slurm.conf").is_file():
+            raise ValueError("KB_VERIFIER_DISPATCH=slurm needs the cluster's slurm.conf: set SLURM_CONF")
         return cls(
             slurm_conf=settings.slurm_conf,
             poll_s=float(env.get("KB_VERIFIER_SLURM_POLL_S", "1")),
@@ -202,7 +204,10 @@ class Dispatcher:
             log.info("dispatcher adopted the checks of a dispatcher that is gone", checks=adopted)
         await self.runners.renew(self.name)
         await self._follow(await self.runners.in_flight(self.name))
-        for partition in await self.runners.partitions():
+        # The rules' runners' partitions too, idle or not: their runners' states are reported either way.
+        approved = await self.queue.current_rules()
+        wanted = set(await self.runners.partitions()) | (set(approved.rules.runner_partitions) if approved else set())
+        for partition in sorted(wanted):
             if not self._stopping.is_set():
                 await self._fill(partition)
         await self._report()

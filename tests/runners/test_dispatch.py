@@ -5,13 +5,15 @@ each fault ends in a clear state."""
 
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
 from contracts import results, runners
+from services.common.config import Settings
 from services.common.slurm import Slurm
 from services.verifier.api import to_proto
-from services.verifier.dispatch import SLURM_ERRORS
+from services.verifier.dispatch import RUNNERS, SLURM_ERRORS, DispatchConfig
 from services.verifier.intake import Intake
 from tests.runners.runs import approve, check, dispatcher, drive, finished, jobs_named, push, worker_config
 from tests.verifier.conftest import REPO, approve_rules, metrics_script, project_rules, rules_with_checks
@@ -192,3 +194,22 @@ async def test_the_bundled_check_on_a_runner_is_judged_as_a_workers_is(log, queu
     assert result.verifier_host.startswith("runner") and result.attempts == 1 and result.cost > 0
     [gelu] = [s for s in result.subtasks if s.id == "new_gelu"]
     assert gelu.submitted and gelu.passed and gelu.speedup > 0
+
+
+async def test_an_idle_dispatcher_reports_the_runners_states(log, queue, repo, home, slurm_conf):
+    await approve(log, queue, repo, metrics_script(""))
+    dispatch = dispatcher(queue, home, slurm_conf)
+    await dispatch.cycle()  # no check queued: the rules' runners' partition is reported all the same
+    up = RUNNERS.labels("runners", "up")._value.get()
+    down = RUNNERS.labels("runners", "down")._value.get()
+    env = {"SLURM_CONF": slurm_conf, "PATH": "/usr/bin:/bin"}
+    sinfo = ["sinfo", "-h", "-N", "-p", "runners", "-o", "%T"]
+    states = subprocess.run(sinfo, capture_output=True, text=True, env=env, check=True).stdout.split()
+    assert up + down == len(states) == 3 and up == sum(state == "idle" for state in states)
+
+
+def test_dispatching_without_a_cluster_named_refuses_to_start(home):
+    if Path("/etc/slurm/slurm.conf").is_file():
+        pytest.skip("this machine has a default slurm.conf")
+    with pytest.raises(ValueError, match="needs the cluster's slurm.conf: set SLURM_CONF"):
+        DispatchConfig.from_env(Settings(home=home), {})

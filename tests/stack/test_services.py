@@ -101,5 +101,9 @@ def test_a_slurm_conf_with_no_controller_behind_it_is_not_reused(stack, tmp_path
 )
 def test_the_running_slurm_cluster_is_reused(stack, layout):
     ctx = stack.Context(layout=layout, database_url=MACHINE_POSTGRES, nats_url=MACHINE_NATS)
-    assert stack.step_slurm(ctx) == f"reusing the cluster of SLURM_CONF={os.environ['SLURM_CONF']}"
-    assert ctx.slurm_conf == os.environ["SLURM_CONF"]
+    assert stack.step_slurm(ctx) == (
+        f"reusing the cluster of SLURM_CONF={os.environ['SLURM_CONF']}; checks run on the runners' partition runners"
+        " (KB_VERIFIER_DISPATCH=slurm)"
+    )
+    assert ctx.slurm_conf == os.environ["SLURM_CONF"] and ctx.runners == "runners"
+    assert ctx.service_env()["KB_VERIFIER_DISPATCH"] == "slurm"
