@@ -195,6 +195,7 @@ class NodeRecord:
     name: str
     state: str  # sinfo's long state without its flags: idle, mixed, allocated, down, drained, ...
     flagged: bool  # a flag on the state ("*" not responding, "~" powered off, "#" powering up, "!" ...)
+    gpus: int = 0  # its GRES gpu count (sinfo %G: "gpu:4", "gpu:h200:8(S:0-1)")
 
     @property
     def up(self) -> bool:
@@ -204,7 +205,7 @@ class NodeRecord:
 
 SACCT_FORMAT = "JobID,State,ExitCode,ElapsedRaw,CPUTimeRAW,NodeList,AllocTRES,JobName"
 SQUEUE_FORMAT = "%i|%T|%r|%j"
-SINFO_FORMAT = "%N|%T"
+SINFO_FORMAT = "%N|%T|%G"
 
 
 def parse_sacct(text: str) -> dict[str, SacctRecord]:
@@ -260,14 +261,24 @@ def parse_squeue(text: str) -> dict[str, QueueRecord]:
 
 
 def parse_sinfo(text: str) -> list[NodeRecord]:
-    """`sinfo -h -N -p P -o "%N|%T"` lines (a node in two partitions is listed once per partition: kept once)."""
+    """`sinfo -h -N -p P -o "%N|%T|%G"` lines (a node in two partitions is listed once per partition: kept once)."""
     nodes: dict[str, NodeRecord] = {}
     for line in text.splitlines():
         if not line.strip():
             continue
-        name, sep, state = line.partition("|")
-        if not sep:
-            raise ValueError(f"sinfo line without a state: {line!r}")
+        fields = line.split("|")
+        if len(fields) != 3:
+            raise ValueError(f"sinfo line with {len(fields)} fields, expected 3: {line!r}")
+        name, state, gres = fields
         bare = state.strip().rstrip("*~#!%$@^-+")
-        nodes[name] = NodeRecord(name=name, state=bare, flagged=bare != state.strip())
+        nodes[name] = NodeRecord(name=name, state=bare, flagged=bare != state.strip(), gpus=_gres_gpus(gres))
     return list(nodes.values())
+
+
+def _gres_gpus(gres: str) -> int:
+    """GPUs in sinfo's GRES list ("gpu:4", "gpu:h200:8(S:0-1),shard:2", "(null)"): 0 when none."""
+    for item in gres.split(","):
+        parts = item.split("(", 1)[0].split(":")
+        if parts[0] == "gpu" and len(parts) >= 2 and parts[-1].isdigit():
+            return int(parts[-1])
+    return 0

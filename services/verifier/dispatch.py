@@ -34,7 +34,7 @@ from services.common import metrics
 from services.common.config import Settings
 from services.common.logs import bind_ids, get_logger
 from services.common.sandbox import INNER_ROOT, Box, Finished, Sandbox
-from services.common.slurm import SacctRecord, Slurm, SlurmError
+from services.common.slurm import NodeRecord, SacctRecord, Slurm, SlurmError
 from services.verifier import checkrun, domain
 from services.verifier.domain import RunOutcome, Verdict
 from services.verifier.hostedrepo import CheckCheckout
@@ -109,6 +109,11 @@ def dispatching(environ: Mapping[str, str] | None = None) -> bool:
 def runner_slot(slot: Slot) -> Slot:
     """A worker's slot without its pinned GPU: on a runner the GPU is the one Slurm gives the job."""
     return Slot("slurm", slot.device, slot.shapes, {k: v for k, v in slot.env.items() if k != "CUDA_VISIBLE_DEVICES"})
+
+
+def runner_slots(nodes: list[NodeRecord], device: str) -> int:
+    """Checks a partition runs at once: one per GPU of each GPU runner up, one per CPU runner up."""
+    return sum(max(1, node.gpus) if device == "cuda" else 1 for node in nodes if node.up)
 
 
 def job_options(claim: Claim, box: Path, device: str, time_margin_s: int, avoid: list[str]) -> list[str]:
@@ -379,7 +384,7 @@ class Dispatcher:
         names = {node.name for node in nodes}
         # A partition Slurm shows no node of still gets one job at a time: sbatch's answer (an unknown partition)
         # then fails each check saying so, rather than checks waiting for runners that do not exist.
-        capacity = self.config.slots or (up if nodes else 1)
+        capacity = self.config.slots or (runner_slots(nodes, self.slot.device) if nodes else 1)
         for _ in range(max(0, capacity - busy)):
             claim = await self.runners.claim_next(self.name, partition)
             if claim is None or not await self._start(claim, names):

@@ -1,6 +1,8 @@
-"""The order checks go to the runners in (services/verifier/runnerqueue.py): fair between owners, and a newer push
-superseding older queued checks only where the rules say so."""
+"""The order checks go to the runners in (services/verifier/runnerqueue.py): fair between owners, a newer push
+superseding older queued checks only where the rules say so, and how many a partition takes at once."""
 
+from services.common.slurm import NodeRecord
+from services.verifier.dispatch import runner_slots
 from services.verifier.runnerqueue import RunnerQueue
 from tests.runners.conftest import item
 
@@ -55,3 +57,10 @@ async def test_a_newer_push_supersedes_queued_checks_only_where_the_rules_say_so
     assert dropped.state == "failed" and dropped.result.reasons[0].startswith("superseded: not run, the route's")
     assert "444444444444" in dropped.result.reasons[0]
     assert (await queue.get(kept.check_id)).state == "queued" and (await queue.get(newer.check_id)).state == "queued"
+
+
+def test_a_partition_runs_one_check_per_gpu_or_per_cpu_runner_up():
+    nodes = [NodeRecord("runner1", "idle", False, 8), NodeRecord("runner2", "mixed", False, 2),
+             NodeRecord("runner3", "down", True, 8)]  # fmt: skip
+    assert runner_slots(nodes, "cuda") == 10
+    assert runner_slots(nodes, "cpu") == 2

@@ -131,13 +131,19 @@ def test_sacct_lines():
 
 
 def test_sinfo_lines():
-    nodes = slurm.parse_sinfo("runner1|idle\nrunner2|down*\nrunner3|allocated\nrunner3|allocated\nrunner4|drained\n")
+    nodes = slurm.parse_sinfo(
+        "runner1|idle|(null)\nrunner2|down*|gpu:4\nrunner3|allocated|gpu:h200:8(S:0-1),shard:2\n"
+        "runner3|allocated|gpu:h200:8(S:0-1),shard:2\nrunner4|drained|(null)\n"
+    )
     assert [(n.name, n.up) for n in nodes] == [
         ("runner1", True),
         ("runner2", False),
         ("runner3", True),
         ("runner4", False),
     ]
+    assert [n.gpus for n in nodes] == [0, 4, 8, 0]
+    with pytest.raises(ValueError, match="expected 3"):
+        slurm.parse_sinfo("runner1|idle\n")
 
 
 def test_squeue_lines():

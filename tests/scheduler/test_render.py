@@ -92,3 +92,14 @@ def test_every_nodes_spool_is_hidden_from_jobs(tmp_path):
     slurm_conf, _ = render.render(rules(), VALUES)
     (tmp_path / "slurm.conf").write_text(slurm_conf)
     assert slurm_state_dirs(str(tmp_path / "slurm.conf")) == ("/state/ctld", "/state/spool")
+
+
+def test_on_a_gpu_machine_one_runner_holds_every_gpu():
+    slurm_conf, _ = render.render(rules(), {**VALUES, "gpus": 2})
+    assert "NodeName=runner1 NodeAddr=127.0.0.2 Port=6827 Gres=gpu:2 CPUs=2" in slurm_conf
+    assert "NodeName=runner[" not in slurm_conf and "Nodes=runner1 " in slurm_conf
+    assert "GresTypes=gpu\nAccountingStorageTRES=gres/gpu\n" in slurm_conf
+    assert render.gres_conf(2).endswith("NodeName=runner1 Name=gpu File=/dev/nvidia[0-1]\n")
+    assert render.gres_conf(1).endswith("File=/dev/nvidia0\n")
+    cpu_only, _ = render.render(rules(), VALUES)
+    assert "Gres" not in cpu_only  # no GPU here: the runners run the CPU profile

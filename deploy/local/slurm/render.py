@@ -13,7 +13,10 @@ The partitions checks run on (`checks[].partition`) are the maintainers' runners
 slurmd each on this host, `slurmd -N`, distinct ports), `AllowAccounts` the verifier's account alone
 (contracts.runners), never the default. Each runner node is declared with this machine's CPUs and memory: a check
 takes a whole runner (the verifier asks for --exclusive on a CPU runner). On a machine without GPUs the runners run
-the CPU profile and carry no GRES, whatever the rules' `gpus` (the rules describe the benchmark's runners).
+the CPU profile and carry no GRES, whatever the rules' `gpus` (the rules describe the benchmark's runners). On a
+machine with GPUs (`--gpus N`, up.sh counts them with nvidia-smi) there is one runner, `runner1`, with `Gres=gpu:N`
+and a gres.conf naming /dev/nvidia0..N-1: a check asks for its GPU (`checks[].gres`), Slurm hands it one, and
+several runner nodes on one host would hand out the same GPUs twice.
 """
 
 import argparse
@@ -70,11 +73,21 @@ def partition_lines(rules: rules_file.Rules, node_cpus: int, node_mem_mb: int, r
     return lines
 
 
+def gres_conf(gpus: int) -> str:
+    """gres.conf of a GPU runner: its device files (slurmd gives a job CUDA_VISIBLE_DEVICES from them)."""
+    files = "/dev/nvidia0" if gpus == 1 else f"/dev/nvidia[0-{gpus - 1}]"
+    header = "# Rendered by deploy/local/slurm/render.py: the GPUs of the runner node.\n"
+    return f"{header}NodeName={RUNNER_PREFIX}1 Name=gpu File={files}\n"
+
+
 def node_lines(rules: rules_file.Rules, values: dict) -> list[str]:
     """The jobs' node, then the runner nodes (only when the rules name a runners' partition), each on its own port."""
     size = f"CPUs={values['node_cpus']} RealMemory={values['node_mem_mb']} State=UNKNOWN"
     lines = [f"NodeName={JOBS_NODE} NodeAddr=127.0.0.1 Port={values['slurmd_port']} {size}"]
-    if rules.runner_partitions:
+    if rules.runner_partitions and int(values["gpus"]) > 0:
+        port = int(values["runner_port_base"])
+        lines.append(f"NodeName={RUNNER_PREFIX}1 NodeAddr=127.0.0.2 Port={port} Gres=gpu:{values['gpus']} {size}")
+    elif rules.runner_partitions:
         # One line for all runners: each its own address (this Slurm build allows one slurmd per address, and all of
         # 127/8 is this host) and port. Separate lines for them made this 22.05 build refuse the config
         # ("Duplicated NodeHostName").
@@ -93,6 +106,12 @@ def render(rules: rules_file.Rules, values: dict) -> tuple[str, str]:
     values = dict(values)
     values.setdefault("runner_count", 3)
     values.setdefault("runner_port_base", int(values["ctld_port"]) + 10)
+    values.setdefault("gpus", 0)
+    gpu_runner = bool(rules.runner_partitions) and int(values["gpus"]) > 0
+    if gpu_runner:
+        values["runner_count"] = 1
+    # A GPU runner: Slurm schedules its GPUs (GresTypes) and accounts them (AllocTRES gres/gpu: a check's cost).
+    values["gres_lines"] = "GresTypes=gpu\nAccountingStorageTRES=gres/gpu\n" if gpu_runner else ""
     node_cpus, node_mem_mb = int(values["node_cpus"]), int(values["node_mem_mb"])
     values["nodes"] = "\n".join(node_lines(rules, values))
     values["partitions"] = "\n".join(partition_lines(rules, node_cpus, node_mem_mb, int(values["runner_count"])))
@@ -122,6 +141,7 @@ def main(argv=None) -> int:
         "--port-base", type=int, default=6817, help="slurmctld; slurmd +1, slurmdbd +2, runner nodes +10 on"
     )
     parser.add_argument("--runners", type=int, default=3, help="runner nodes of the runners' partition")
+    parser.add_argument("--gpus", type=int, default=0, help="GPUs of this machine: one runner node holds them all")
     args = parser.parse_args(argv)
 
     if args.runners < 1:
@@ -144,6 +164,7 @@ def main(argv=None) -> int:
                 "slurmd_port": args.port_base + 1,
                 "dbd_port": args.port_base + 2,
                 "runner_count": args.runners,
+                "gpus": args.gpus,
                 "runner_port_base": args.port_base + 10,
             },
         )
@@ -152,6 +173,8 @@ def main(argv=None) -> int:
         return 1
     out = Path(args.out_dir)
     (out / "slurm.conf").write_text(slurm_conf)
+    if args.gpus > 0 and rules.runner_partitions:
+        (out / "gres.conf").write_text(gres_conf(args.gpus))
     dbd = out / "slurmdbd.conf"
     dbd.touch(mode=0o600, exist_ok=True)
     dbd.chmod(0o600)  # slurmdbd refuses a config others can read: it holds the database password

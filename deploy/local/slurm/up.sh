@@ -8,7 +8,8 @@
 #              KB_SLURM_DB_PORT (default 3306: an existing MariaDB there is reused, else one is started),
 #              KB_SLURM_PORT_BASE (default 6817: slurmctld, slurmd = +1, slurmdbd = +2; another base lets a second
 #              cluster run beside the first; runner nodes listen on +10 on), KB_SLURM_RUNNERS (default 3: runner
-#              nodes), KB_SLURM_NO_INSTALL=1 to fail instead of running apt-get.
+#              nodes), KB_SLURM_GPUS (default: nvidia-smi's count; above 0 the runners are one node with them all),
+#              KB_SLURM_NO_INSTALL=1 to fail instead of running apt-get.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -23,6 +24,8 @@ DB_PORT="${KB_SLURM_DB_PORT:-3306}"
 PORT_BASE="${KB_SLURM_PORT_BASE:-$(cat "$STATE/port-base" 2>/dev/null ||
   sed -n 's/^SlurmctldPort=\([0-9]*\)$/\1/p' "$ETC/slurm.conf" 2>/dev/null | grep . || echo 6817)}"
 RUNNERS="${KB_SLURM_RUNNERS:-$(cat "$STATE/runners" 2>/dev/null || echo 3)}"
+# GPUs of this machine: on a GPU machine the runners' partition is one node holding them all (render.py).
+GPUS="${KB_SLURM_GPUS:-$( (timeout 20 nvidia-smi -L 2>/dev/null || true) | grep -c '^GPU ' || true)}"
 export SLURM_CONF="$ETC/slurm.conf"
 PYTHON="$(command -v /usr/bin/python3 || command -v python3)"
 
@@ -151,9 +154,10 @@ start_mariadb() {
 render_configs() {
   install -d "$ETC.new"
   "$PYTHON" "$HERE/render.py" --rules "$RULES" --state-dir "$STATE" --out-dir "$ETC.new" --db-port "$DB_PORT" \
-    --db-user "$DB_USER" --db-name "$DB_NAME" --db-password-file "$STATE/db-password" --port-base "$PORT_BASE" --runners "$RUNNERS" ||
+    --db-user "$DB_USER" --db-name "$DB_NAME" --db-password-file "$STATE/db-password" --port-base "$PORT_BASE" --runners "$RUNNERS" --gpus "$GPUS" ||
     die "rendering the configs failed"
   cp -p "$ETC.new/slurm.conf" "$ETC.new/slurmdbd.conf" "$ETC/"
+  if [[ -e "$ETC.new/gres.conf" ]]; then cp -p "$ETC.new/gres.conf" "$ETC/"; else rm -f "$ETC/gres.conf"; fi
   rm -rf "$ETC.new"
 }
 
@@ -210,7 +214,7 @@ node_ready() {
 # survive both (slurmstepd keeps them; the controller's state is saved).
 needs_restart() {
   # Nodes too: 22.05 adds or removes a node only at a restart; and a slurmd's own paths.
-  local restart='^(TaskPlugin|ProctrackType|JobAcctGatherType|SelectType|SwitchType|MaxArraySize|NodeName|SlurmdPidFile|SlurmdSpoolDir|AccountingStorageEnforce|SlurmctldPort|SlurmdPort)='
+  local restart='^(TaskPlugin|ProctrackType|JobAcctGatherType|SelectType|SwitchType|MaxArraySize|NodeName|SlurmdPidFile|SlurmdSpoolDir|AccountingStorageEnforce|SlurmctldPort|SlurmdPort|GresTypes|AccountingStorageTRES)='
   ! diff <(grep -E "$restart" "$1" 2>/dev/null) <(grep -E "$restart" "$2") >/dev/null
 }
 
