@@ -274,3 +274,32 @@ def run(
         where = f"\n  full log: {log}" if log else ""
         raise StackError(f"{what} failed (exit {done.returncode}): {command}\n{tail}{where}")
     return done
+
+
+@dataclass
+class Context:
+    layout: Layout
+    database_url: str
+    nats_url: str
+    slurm_conf: str | None = None
+    runners: str = ""  # the runners' partition when the cluster has its nodes: the verifier dispatches there
+
+    def service_env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(
+            KB_DATABASE_URL=self.database_url,
+            KB_NATS_URL=self.nats_url,
+            KB_HOME=str(self.layout.home),
+            PYTHONUNBUFFERED="1",
+        )
+        if self.slurm_conf:
+            env["SLURM_CONF"] = self.slurm_conf
+        if self.runners:
+            env.setdefault("KB_VERIFIER_DISPATCH", "slurm")
+        env.pop("VIRTUAL_ENV", None)
+        env["PATH"] = f"{self.layout.venv / 'bin'}:{env.get('PATH', '/usr/bin:/bin')}"
+        return env
+
+
+def module_exists(layout: Layout, module: str) -> bool:
+    return (layout.repo / (module.replace(".", "/") + ".py")).exists()

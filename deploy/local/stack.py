@@ -3,7 +3,11 @@
 ``make down`` and ``status``.
 
 Standard library only: this script creates the virtualenv, so it cannot need one. What must speak gRPC or PostgreSQL
-(health checks, the database, the event log) runs in ``deploy/local/probes.py`` under the venv's Python.
+(health checks, the database, the event log) runs in ``deploy/local/probes.py`` under the venv's Python. Beside it,
+standard library too: ``processes.py`` (where things live, pid files, probes, a command within a deadline),
+``datastores.py`` (PostgreSQL and NATS) and ``components.py`` (the relay, the services and the web board, their health
+waits, the bundled route's check); this file keeps the packages, the venv, Slurm and the job user, the database
+steps, and the commands.
 
 Every step says what it did (reused, started, already running, skipped) and every wait has a deadline; a failure names
 what failed and shows the tail of its log. Only what this script started is ever stopped, by the pid it recorded.
@@ -14,19 +18,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
-import glob
 import hashlib
-import json
 import os
-import re
 import shutil
 import subprocess
 import sys
 import time
-import urllib.parse
-import urllib.request
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -34,71 +32,37 @@ HERE = Path(__file__).resolve().parent
 
 # The fixed contracts (ports, default URLs) come from the project's settings, which need only the standard library.
 sys.path.insert(0, str(REPO))
+from deploy.local.components import (  # noqa: E402
+    BUNDLED_ROUTE,
+    check_outcome,
+    component_modules,
+    step_board,
+    step_processes,
+    step_route_checked,
+)
+from deploy.local.datastores import find_postgres_bin, step_nats, step_postgres, stop_postgres  # noqa: E402
 from deploy.local.processes import (  # noqa: E402
+    Context,
     Layout,
     StackError,
     host_port,
     layout_from_env,
-    log_tail,
+    module_exists,
     nats_info,
-    process_matches,
-    read_pid,
     run,
     running_pid,
     say,
-    start_process,
     stop_process,
     tcp_answers,
-    wait_until,
 )
 from services.common.config import (  # noqa: E402
     DEFAULT_DATABASE_URL,
     DEFAULT_NATS_URL,
     GRPC_PORTS,
     HTTP_PORTS,
-    METRICS_PORTS,
 )
 
-SERVICES = tuple(GRPC_PORTS)
-NATS_MONITOR_PORT = 8222
-BUNDLED_ROUTE = "triton"
-
-
 # --- the steps of `up` ---------------------------------------------------------------------------------------------
-
-
-@dataclass
-class Context:
-    layout: Layout
-    database_url: str
-    nats_url: str
-    slurm_conf: str | None = None
-    runners: str = ""  # the runners' partition when the cluster has its nodes: the verifier dispatches there
-
-    def service_env(self) -> dict[str, str]:
-        env = dict(os.environ)
-        env.update(
-            KB_DATABASE_URL=self.database_url,
-            KB_NATS_URL=self.nats_url,
-            KB_HOME=str(self.layout.home),
-            PYTHONUNBUFFERED="1",
-        )
-        if self.slurm_conf:
-            env["SLURM_CONF"] = self.slurm_conf
-        if self.runners:
-            env.setdefault("KB_VERIFIER_DISPATCH", "slurm")
-        env.pop("VIRTUAL_ENV", None)
-        env["PATH"] = f"{self.layout.venv / 'bin'}:{env.get('PATH', '/usr/bin:/bin')}"
-        return env
-
-
-def find_postgres_bin(tool: str) -> str | None:
-    """Debian keeps initdb/pg_ctl under /usr/lib/postgresql/<version>/bin, off the PATH."""
-    found = shutil.which(tool)
-    if found:
-        return found
-    candidates = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{tool}"), key=lambda p: int(Path(p).parts[-3]))
-    return candidates[-1] if candidates else None
 
 
 def missing_packages(ctx: Context) -> list[str]:
@@ -283,126 +247,6 @@ def step_job_user(ctx: Context) -> str:
     return run(["bash", str(script)], "the job user (deploy/local/slurm/job-user.sh)", 60).stdout.strip()
 
 
-def postgres_data_dir(layout: Layout) -> Path:
-    """Where a new throwaway cluster goes: under KB_HOME when user postgres can reach it, else under /var/tmp."""
-    layout.home.mkdir(parents=True, exist_ok=True)
-    probe = subprocess.run(["runuser", "-u", "postgres", "--", "test", "-x", str(layout.home)], capture_output=True)
-    if probe.returncode == 0:
-        return layout.home / "postgres"
-    tag = hashlib.sha256(str(layout.home).encode()).hexdigest()[:12]
-    return Path("/var/tmp") / f"kernelboard-{tag}" / "postgres"
-
-
-def our_postgres(layout: Layout) -> tuple[int, Path] | None:
-    """The cluster `up` started, from run/postgres.pid (the postmaster's pid, then its directory), if it still runs."""
-    try:
-        recorded = Path(layout.pid_file("postgres").read_text().split()[1])
-    except (FileNotFoundError, IndexError):
-        layout.pid_file("postgres").unlink(missing_ok=True)
-        return None
-    pid = running_pid(layout, "postgres", str(recorded / "data"))
-    return (pid, recorded) if pid is not None else None
-
-
-def step_postgres(ctx: Context) -> str:
-    host, port = host_port(ctx.database_url, 5432)
-    ours = our_postgres(ctx.layout)
-    if ours is not None:
-        return f"already running (ours, pid {ours[0]}, {ours[1]})"
-    if tcp_answers(host, port):
-        return f"reusing the server on {host}:{port}"
-    if host not in ("127.0.0.1", "localhost"):
-        raise StackError(f"PostgreSQL at {host}:{port} does not answer, and the stack only starts one on localhost")
-    initdb, pg_ctl = find_postgres_bin("initdb"), find_postgres_bin("pg_ctl")
-    if not (initdb and pg_ctl):
-        raise StackError("PostgreSQL does not answer and initdb/pg_ctl are not installed (apt-get install postgresql)")
-    user = urllib.parse.urlsplit(ctx.database_url).username or "root"
-    as_postgres = ["runuser", "-u", "postgres", "--"]
-    cluster = postgres_data_dir(ctx.layout)
-    data = str(cluster / "data")
-    # pg_ctl writes its log as user postgres, so it lives in the cluster's own directory.
-    log = cluster / "server.log"
-    cluster.mkdir(parents=True, exist_ok=True)
-    shutil.chown(cluster, "postgres", "postgres")
-    if not (cluster / "data" / "PG_VERSION").exists():
-        run([*as_postgres, initdb, "-D", data, "-U", user, "--auth=trust", "-E", "UTF8"], "initdb", 120)
-    options = f"-p {port} -k {cluster} -c listen_addresses=127.0.0.1"
-    run(
-        [*as_postgres, pg_ctl, "-D", data, "-w", "-t", "60", "-l", str(log), "-o", options, "start"],
-        f"starting PostgreSQL (log {log})",
-        90,
-    )
-    pid = read_pid(cluster / "data" / "postmaster.pid")
-    if pid is None:
-        raise StackError(f"PostgreSQL started but wrote no postmaster.pid; log {log}")
-    ctx.layout.run_dir.mkdir(parents=True, exist_ok=True)
-    ctx.layout.pid_file("postgres").write_text(f"{pid}\n{cluster}\n")
-    wait_until(lambda: tcp_answers(host, port), 30, f"PostgreSQL on {host}:{port} (log {log})")
-    return f"started a throwaway cluster in {cluster} on {host}:{port} (pid {pid})"
-
-
-def nats_command(conf: Path, port: int | None = None, monitor_port: int | None = None) -> list[str]:
-    argv = [shutil.which("nats-server") or "nats-server", "-c", str(conf)]
-    if port is not None:
-        argv += ["-p", str(port)]
-    if monitor_port is not None:
-        argv += ["-m", str(monitor_port)]
-    return argv
-
-
-def nats_healthy(monitor_port: int) -> bool:
-    url = f"http://127.0.0.1:{monitor_port}/healthz?js-enabled-only=true"
-    try:
-        with urllib.request.urlopen(url, timeout=1) as reply:
-            return reply.status == 200
-    except OSError:
-        return False
-
-
-def start_nats(layout: Layout, port: int, monitor_port: int, deadline_s: float = 30) -> tuple[int, bool]:
-    """Start nats-server from deploy/local/nats.conf (JetStream store under KB_HOME) and wait for /healthz."""
-    conf = layout.repo / "deploy" / "local" / "nats.conf"
-    store = layout.home / "nats"
-    store.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, KB_NATS_STORE_DIR=str(store))
-    argv = nats_command(
-        conf, None if port == 4222 else port, None if monitor_port == NATS_MONITOR_PORT else monitor_port
-    )
-    pid, started = start_process(layout, "nats", argv, str(conf), env)
-
-    log = layout.log_file("nats")
-
-    def healthy() -> bool:
-        # Our process must be alive and our client port must speak JetStream: a monitor port answering alone could be
-        # another server's.
-        if not process_matches(pid, str(conf)):
-            raise StackError(f"nats-server exited at start; log {log}:\n{log_tail(log)}")
-        info = nats_info("127.0.0.1", port, timeout_s=0.5)
-        return bool(info and info.get("jetstream")) and nats_healthy(monitor_port)
-
-    wait_until(healthy, deadline_s, f"nats-server on 127.0.0.1:{port}, health on :{monitor_port} (log {log})")
-    return pid, started
-
-
-def step_nats(ctx: Context) -> str:
-    host, port = host_port(ctx.nats_url, 4222)
-    conf = ctx.layout.repo / "deploy" / "local" / "nats.conf"
-    pid = running_pid(ctx.layout, "nats", str(conf))
-    if pid is not None:
-        return f"already running (ours, pid {pid})"
-    info = nats_info(host, port)
-    if info is not None:
-        if not info.get("jetstream"):
-            raise StackError(f"the NATS server on {host}:{port} runs without JetStream; restart it with -js")
-        return f"reusing the server on {host}:{port} (nats-server {info.get('version', '?')}, JetStream on)"
-    if tcp_answers(host, port):
-        raise StackError(f"something on {host}:{port} answers but it is not NATS")
-    if host not in ("127.0.0.1", "localhost"):
-        raise StackError(f"NATS at {host}:{port} does not answer, and the stack only starts one on localhost")
-    pid, _ = start_nats(ctx.layout, port, NATS_MONITOR_PORT)
-    return f"started nats-server (pid {pid}, JetStream store {ctx.layout.home / 'nats'})"
-
-
 def probe(ctx: Context, args: Sequence[str], what: str, timeout_s: float) -> subprocess.CompletedProcess:
     """Run deploy/local/probes.py (gRPC, PostgreSQL, the event log) under the venv's Python."""
     argv = [str(ctx.layout.python), str(HERE / "probes.py"), *args]
@@ -412,10 +256,6 @@ def probe(ctx: Context, args: Sequence[str], what: str, timeout_s: float) -> sub
 def step_database(ctx: Context) -> str:
     done = probe(ctx, ["ensure-db", ctx.database_url], "creating the database", 60)
     return done.stdout.strip()
-
-
-def module_exists(layout: Layout, module: str) -> bool:
-    return (layout.repo / (module.replace(".", "/") + ".py")).exists()
 
 
 def step_migrate(ctx: Context) -> str:
@@ -436,164 +276,6 @@ def step_seed(ctx: Context) -> str:
         log=log,
     )
     return f"done (log {log})"
-
-
-def component_modules() -> dict[str, str]:
-    """The long-running processes of the stack and the module each runs, in start order (the web board last: it
-    reads the board service)."""
-    return {
-        "relay": "services.common.relay",
-        **{name: f"services.{name}.server" for name in SERVICES},
-        "web": "services.web.server",
-    }
-
-
-def step_processes(ctx: Context, health_deadline_s: float) -> tuple[str, list[str]]:
-    """Start the relay, the four services and the web board where not running, then wait for each one's health: gRPC
-    health for the services, ``/healthz`` for the web board (200 once it reads the board service)."""
-    started, kept, missing, targets = [], [], [], []
-    env = ctx.service_env()
-    for name, module in component_modules().items():
-        if not module_exists(ctx.layout, module):
-            missing.append(f"{name} ({module.replace('.', '/')}.py)")
-            continue
-        if (name in GRPC_PORTS or name in HTTP_PORTS) and running_pid(ctx.layout, name, module) is None:
-            ensure_ports_free(name, ctx.layout)
-        pid, fresh = start_process(ctx.layout, name, [str(ctx.layout.python), "-m", module], module, env)
-        (started if fresh else kept).append(f"{name}:{pid}")
-        if name in GRPC_PORTS:
-            targets.append(f"{name}=127.0.0.1:{GRPC_PORTS[name]}:{pid}")
-    if any(entry.startswith("relay:") for entry in started):
-        # The relay serves no port: alive after a short grace is its health.
-        time.sleep(1.0)
-        if running_pid(ctx.layout, "relay", "services.common.relay") is None:
-            log = ctx.layout.log_file("relay")
-            raise StackError(f"the relay exited right after start; log {log}:\n{log_tail(log)}")
-    if targets:
-        wait_healthy(ctx, targets, health_deadline_s)
-    for name in HTTP_PORTS:
-        if running_pid(ctx.layout, name, component_modules()[name]) is not None:
-            wait_http_healthy(ctx.layout, name, health_deadline_s)
-    summary = f"started {' '.join(started) or 'none'}; already running {' '.join(kept) or 'none'}"
-    return summary, missing
-
-
-def http_healthy(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as reply:
-            return reply.status == 200
-    except OSError:
-        return False
-
-
-def wait_http_healthy(layout: Layout, name: str, deadline_s: float, interval_s: float = 0.2) -> None:
-    """Until ``name`` answers 200 on /healthz; its exit or the deadline fails naming it, with the tail of its log."""
-    module, port, log = component_modules()[name], HTTP_PORTS[name], layout.log_file(name)
-    deadline = time.monotonic() + deadline_s
-    while not http_healthy(port):
-        if running_pid(layout, name, module) is None:
-            raise StackError(f"{name} exited at start; log {log}:\n{log_tail(log)}")
-        if time.monotonic() > deadline:
-            raise StackError(
-                f"{name} on http://127.0.0.1:{port}/healthz: not 200 after {deadline_s:.0f} s; log {log}:\n"
-                f"{log_tail(log)}"
-            )
-        time.sleep(interval_s)
-
-
-def ensure_ports_free(name: str, layout: Layout) -> None:
-    """A service's ports held by a process that is not ours (another checkout's stack, a service run by hand) would
-    answer our health check in its place: refuse, naming the holder."""
-    serving = ("gRPC", GRPC_PORTS[name]) if name in GRPC_PORTS else ("HTTP", HTTP_PORTS[name])
-    for kind, port in (serving, ("metrics", METRICS_PORTS[name])):
-        if tcp_answers("127.0.0.1", port, timeout_s=0.5):
-            raise StackError(
-                f"{name}'s {kind} port {port} is already taken by {port_holder(port)}, not by this stack "
-                f"(KB_HOME={layout.home}); stop that process and run `make up` again"
-            )
-
-
-def port_holder(port: int) -> str:
-    """Who listens on ``port``, from ``ss`` (iproute2): e.g. ``python (pid 123)``."""
-    try:
-        done = subprocess.run(["ss", "-Hltnp", f"sport = :{port}"], capture_output=True, text=True, timeout=5)
-    except (FileNotFoundError, subprocess.TimeoutExpired):
-        return "another process"
-    match = re.search(r'users:\(\("([^"]+)",pid=(\d+)', done.stdout)
-    return f"{match.group(1)} (pid {match.group(2)})" if match else "another process"
-
-
-def wait_healthy(ctx: Context, targets: Sequence[str], deadline_s: float) -> None:
-    argv = [str(ctx.layout.python), str(HERE / "probes.py"), "health", "--deadline", str(deadline_s), *targets]
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=deadline_s + 30, env=ctx.service_env())
-    except subprocess.TimeoutExpired as err:
-        raise StackError(f"the gRPC health probe hung past its deadline of {deadline_s:.0f} s") from err
-    failures = []
-    for line in done.stdout.splitlines():
-        result = json.loads(line)
-        if result["status"] != "SERVING":
-            log = ctx.layout.log_file(result["name"])
-            failures.append(
-                f"  {result['name']} on {result['target']}: {result['detail']}\n  log {log}:\n{log_tail(log)}"
-            )
-    if done.returncode != 0 and not failures:
-        failures.append(f"  the health probe itself failed:\n{done.stderr[-2000:]}")
-    if failures:
-        raise StackError("gRPC health check failed:\n" + "\n".join(failures))
-
-
-def check_outcome(check: dict) -> str:
-    """A check's outcome in words: a score only where it is a verified one (a CPU-profile check times with a host
-    timer at smoke shapes, so its numbers say nothing about speed)."""
-    if not check["passed"]:
-        return "FAILED: " + "; ".join(check["reasons"])
-    if check.get("verified"):
-        return f"passed, verified score {check['score']:.3f} on {check['runner']}"
-    why = "; ".join(check.get("not_verified_because") or []) or "not judged on the pinned GPU at full shapes"
-    return f"passed on {check['runner']} (not a verified score: {why})"
-
-
-def step_route_checked(ctx: Context, deadline_s: float) -> dict:
-    watch = []
-    for name in ("verifier", "ingest", "relay"):
-        pid = read_pid(ctx.layout.pid_file(name))
-        if pid is not None:
-            watch += ["--watch", f"{name}={pid}"]
-    argv = [
-        str(ctx.layout.python),
-        str(HERE / "probes.py"),
-        "route-checked",
-        BUNDLED_ROUTE,
-        "--deadline",
-        str(deadline_s),
-        *watch,
-    ]
-    # The probe's progress notes and its reason for failing go straight to the terminal (stderr).
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=ctx.service_env(), cwd=str(ctx.layout.repo))
-    try:
-        out, _ = proc.communicate(timeout=deadline_s + 60)
-    except subprocess.TimeoutExpired as timeout:
-        proc.kill()
-        raise StackError(
-            f"waiting for the check of route {BUNDLED_ROUTE}: the probe hung past its deadline"
-        ) from timeout
-    if proc.returncode != 0:
-        log = ctx.layout.log_file("verifier")
-        raise StackError(
-            f"route {BUNDLED_ROUTE} was not checked (reason above)\n  verifier log {log}:\n{log_tail(log)}"
-        )
-    return json.loads(out.strip().splitlines()[-1])
-
-
-def step_board(ctx: Context) -> str:
-    """``kb board``, signed in as the seeded maintainer (services.ingest.seed writes $KB_HOME/curator.token)."""
-    env = ctx.service_env()
-    token_file = ctx.layout.home / "curator.token"
-    if "KB_TOKEN" not in env and token_file.exists():
-        env["KB_TOKEN"] = token_file.read_text().strip()
-    done = run([str(ctx.layout.venv / "bin" / "kb"), "board"], "kb board", 60, env=env)
-    return done.stdout
 
 
 # --- commands ------------------------------------------------------------------------------------------------------
@@ -723,25 +405,6 @@ def cmd_down(args) -> int:
             for line in (done.stdout + done.stderr).strip().splitlines():
                 say(f"slurm: {line}")
         return 0
-
-
-def stop_postgres(layout: Layout) -> str:
-    """Stop the throwaway cluster we started (a reused server has no pid file of ours and is never touched)."""
-    ours = our_postgres(layout)
-    if ours is None:
-        return "not started by the stack"
-    pid, cluster = ours
-    data = str(cluster / "data")
-    pg_ctl = find_postgres_bin("pg_ctl")
-    if pg_ctl:
-        # A fast shutdown through pg_ctl lets PostgreSQL end its backends itself; stop_process is the fallback.
-        subprocess.run(
-            ["runuser", "-u", "postgres", "--", pg_ctl, "-D", data, "-m", "fast", "-w", "-t", "30", "stop"],
-            capture_output=True,
-            timeout=60,
-        )
-    outcome = stop_process(layout, "postgres", data)
-    return f"stopped (pid {pid})" if outcome == "not running" else outcome
 
 
 def cmd_status(args) -> int:

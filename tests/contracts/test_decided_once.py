@@ -31,7 +31,7 @@ FOREIGN_FORMATS = {
     "services/scheduler/directives.py": "Slurm's time and memory formats (sbatch(1))",
     "services/common/eventlog.py": "PostgreSQL's unique-violation message",
     "services/common/migrate.py": "the migration files' names in services/*/migrations",
-    "deploy/local/stack.py": "ss(8)'s output",
+    "deploy/local/components.py": "ss(8)'s output",
     "services/verifier/harness/recorder.py": "CUDA kernel names the profiler reports",
 }
 REGEX_CALLS = {"compile", "fullmatch", "match", "search", "findall", "finditer", "sub", "subn", "split"}

@@ -1,4 +1,5 @@
-"""deploy/local/stack.py and probes.py are scripts, not packages: load them as modules for the tests."""
+"""deploy/local/stack.py and probes.py are scripts, not packages: load them as modules for the tests (stack.py imports
+processes.py, datastores.py and components.py beside it as deploy.local.*)."""
 
 import importlib.util
 import socket
@@ -25,6 +26,24 @@ def load(name: str):
 @pytest.fixture(scope="session")
 def stack():
     return load("stack")
+
+
+@pytest.fixture(scope="session")
+def processes(stack):
+    """deploy/local/processes.py as stack.py imports it: pid files, probes, Layout and Context."""
+    return importlib.import_module("deploy.local.processes")
+
+
+@pytest.fixture(scope="session")
+def datastores(stack):
+    """deploy/local/datastores.py as stack.py imports it: PostgreSQL and NATS."""
+    return importlib.import_module("deploy.local.datastores")
+
+
+@pytest.fixture(scope="session")
+def components(stack):
+    """deploy/local/components.py as stack.py imports it: the stack's own processes and their waits."""
+    return importlib.import_module("deploy.local.components")
 
 
 @pytest.fixture(scope="session")

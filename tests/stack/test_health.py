@@ -108,20 +108,20 @@ def venv_layout(stack, tmp_path):
     return stack.Layout(repo=repo, home=tmp_path / "state")
 
 
-def test_the_stack_waits_for_health_through_the_venv(stack, venv_layout, health_server):
+def test_the_stack_waits_for_health_through_the_venv(components, stack, venv_layout, health_server):
     servicer, port = health_server
     serving(servicer)
     ctx = stack.Context(layout=venv_layout, database_url="postgresql://x@127.0.0.1/kb", nats_url="nats://127.0.0.1:1")
-    stack.wait_healthy(ctx, [f"ingest=127.0.0.1:{port}"], deadline_s=10)
+    components.wait_healthy(ctx, [f"ingest=127.0.0.1:{port}"], deadline_s=10)
 
 
-def test_a_failed_health_wait_names_the_service_and_shows_its_log(stack, venv_layout):
+def test_a_failed_health_wait_names_the_service_and_shows_its_log(components, stack, venv_layout):
     ctx = stack.Context(layout=venv_layout, database_url="postgresql://x@127.0.0.1/kb", nats_url="nats://127.0.0.1:1")
     venv_layout.log_dir.mkdir(parents=True)
     venv_layout.log_file("scheduler").write_text("starting\nTraceback: boom at import\n")
     port = free_port()
     with pytest.raises(stack.StackError) as failure:
-        stack.wait_healthy(ctx, [f"scheduler=127.0.0.1:{port}"], deadline_s=1)
+        components.wait_healthy(ctx, [f"scheduler=127.0.0.1:{port}"], deadline_s=1)
     message = str(failure.value)
     assert f"scheduler on 127.0.0.1:{port}" in message
     assert str(venv_layout.log_file("scheduler")) in message

@@ -121,7 +121,7 @@ def test_a_watched_process_that_exited_ends_the_wait_at_once(database_url):
     assert f"verifier (pid {gone.pid}) exited" in done.stderr
 
 
-def test_the_stack_reports_the_check_through_the_venv(stack, database_url, tmp_path):
+def test_the_stack_reports_the_check_through_the_venv(components, stack, database_url, tmp_path):
     append_check(database_url, "triton", passed=True, score=2.5)
     bin_dir = tmp_path / "repo" / ".venv" / "bin"
     bin_dir.mkdir(parents=True)
@@ -129,5 +129,5 @@ def test_the_stack_reports_the_check_through_the_venv(stack, database_url, tmp_p
     (bin_dir / "python").chmod(0o755)
     layout = stack.Layout(repo=tmp_path / "repo", home=tmp_path / "state")
     ctx = stack.Context(layout=layout, database_url=database_url, nats_url="nats://127.0.0.1:4222")
-    check = stack.step_route_checked(ctx, deadline_s=30)
+    check = components.step_route_checked(ctx, deadline_s=30)
     assert check["passed"] is True and check["score"] == 2.5

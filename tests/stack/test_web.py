@@ -95,38 +95,40 @@ def web_env(tmp_path, board_port: int, web_port: int, token: str | None) -> dict
 
 
 @pytest.fixture
-def web_port(stack, monkeypatch):
+def web_port(components, monkeypatch):
     """Both of the web board's ports moved off the fixed ones, which a `make up` stack on this machine holds."""
     port = free_port()
-    monkeypatch.setitem(stack.HTTP_PORTS, "web", port)
-    monkeypatch.setitem(stack.METRICS_PORTS, "web", free_port())
+    monkeypatch.setitem(components.HTTP_PORTS, "web", port)
+    monkeypatch.setitem(components.METRICS_PORTS, "web", free_port())
     return port
 
 
-def start_web(stack, layout, env):
-    module = stack.component_modules()["web"]
-    return stack.start_process(layout, "web", [sys.executable, "-m", module], module, env)
+def start_web(components, processes, layout, env):
+    module = components.component_modules()["web"]
+    return processes.start_process(layout, "web", [sys.executable, "-m", module], module, env)
 
 
 def test_up_starts_the_web_board_waits_for_its_healthz_and_down_stops_it(
-    stack, layout, board_service, web_port, tmp_path
+    components, processes, layout, board_service, web_port, tmp_path
 ):
     board_port, token = board_service
-    stack.ensure_ports_free("web", layout)
-    pid, started = start_web(stack, layout, web_env(tmp_path, board_port, web_port, token))
+    components.ensure_ports_free("web", layout)
+    pid, started = start_web(components, processes, layout, web_env(tmp_path, board_port, web_port, token))
     try:
         assert started
-        stack.wait_http_healthy(layout, "web", deadline_s=30)
-        assert stack.running_pid(layout, "web", "services.web.server") == pid
-        assert start_web(stack, layout, {}) == (pid, False)  # a second `up` finds it running
+        components.wait_http_healthy(layout, "web", deadline_s=30)
+        assert processes.running_pid(layout, "web", "services.web.server") == pid
+        assert start_web(components, processes, layout, {}) == (pid, False)  # a second `up` finds it running
     finally:
-        assert stack.stop_process(layout, "web", "services.web.server") == f"stopped (pid {pid})"
+        assert processes.stop_process(layout, "web", "services.web.server") == f"stopped (pid {pid})"
 
 
-def test_a_web_board_that_cannot_start_fails_the_wait_at_once_naming_why(stack, layout, web_port, tmp_path):
-    start_web(stack, layout, web_env(tmp_path, free_port(), web_port, None))
+def test_a_web_board_that_cannot_start_fails_the_wait_at_once_naming_why(
+    processes, components, stack, layout, web_port, tmp_path
+):
+    start_web(components, processes, layout, web_env(tmp_path, free_port(), web_port, None))
     with pytest.raises(stack.StackError) as failure:
-        stack.wait_http_healthy(layout, "web", deadline_s=60)
+        components.wait_http_healthy(layout, "web", deadline_s=60)
     message = str(failure.value)
     assert message.startswith("web exited at start; log ")
     assert "no token for system:web" in message
@@ -140,16 +142,16 @@ def test_a_web_board_that_cannot_start_fails_the_wait_at_once_naming_why(stack, 
     ],
 )
 def test_a_web_board_that_cannot_read_the_board_is_not_healthy_and_says_why(
-    stack, layout, board_service, web_port, tmp_path, token, why
+    components, processes, stack, layout, board_service, web_port, tmp_path, token, why
 ):
     board_port = board_service[0] if token else free_port()
-    pid, _ = start_web(stack, layout, web_env(tmp_path, board_port, web_port, token or "kb_unused"))
+    pid, _ = start_web(components, processes, layout, web_env(tmp_path, board_port, web_port, token or "kb_unused"))
     try:
         with pytest.raises(stack.StackError) as failure:
-            stack.wait_http_healthy(layout, "web", deadline_s=3)
+            components.wait_http_healthy(layout, "web", deadline_s=3)
         assert f"web on http://127.0.0.1:{web_port}/healthz: not 200 after 3 s" in str(failure.value)
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(f"http://127.0.0.1:{web_port}/healthz", timeout=5)
         assert refused.value.code == 503 and refused.value.read().decode().strip() == why
     finally:
-        stack.stop_process(layout, "web", "services.web.server")
+        processes.stop_process(layout, "web", "services.web.server")
