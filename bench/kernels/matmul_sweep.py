@@ -1,3 +1,5 @@
+# One file past 500 lines: one sweep in one command on a lent GPU; its phases (candidates, checks in worker processes,
+# timing, the final rounds, the report, compile-only and ship) each feed the next through the one JSON it writes.
 """Sweep launch configurations of the fp32 (3xTF32) matmul in one command (kernels/NOTES.md, "matmul").
 
 Every candidate is a ``config`` of kernels/triton/matmul.py, run through the same ``launches`` as the shipped

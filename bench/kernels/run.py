@@ -1,3 +1,5 @@
+# One file past 500 lines: one command on a lent GPU (check, time, and render what that run measured, or render a
+# recorded JSON again); its measuring and its table are read together, and matmul_sweep.py reuses its timing.
 """Check and time the project's Triton route (kernels/triton/) against PyTorch eager and torch.compile on one GPU.
 
 For every problem (or those named by --only), in one process:

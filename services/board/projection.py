@@ -1,3 +1,5 @@
+# One file past 500 lines: the fold is one pure function over the log, whose handlers share State and apply the board
+# rules written out below (a tenth of the file); reading the folded state out for the views is standing.py's.
 """The board projection: the fold that decides what ranks, what is listed beside, each problem's leader and each
 board's status; standing.py reads those decisions out of the folded state for the views, and the rules below are
 their one account.

@@ -1,3 +1,6 @@
+# One file past 500 lines: the writer face of one bare repository. Objects (its reads), Quarantine (a push's objects
+# checked before they enter) and HostedRepo (which makes quarantines) are one class family over one git runner; moving
+# Quarantine out would make a circle with HostedRepo. The other services' reader face is services/common/hostedgit.py.
 """The hosted repository: a bare git repository, written through the git CLI and read through libgit2 (pygit2).
 
 Writes use the git CLI (subprocess): a bundle is a header and a pack, and `git index-pack --fix-thin` indexes the

@@ -1,3 +1,6 @@
+# One file past 500 lines: Jobs is the scheduler's one application service; its use cases share the folded views,
+# the adapters and the rule that each append to a job's stream is decided again after a conflict. Its pure parts are
+# domain.py, directives.py and slurm_records.py.
 """The scheduler's application layer: submit, release, cancel and follow jobs; every step an event on job:<id>.
 
 It holds the jobs' views folded from the log and drives the adapters: the hosted repository (git), Slurm, and
