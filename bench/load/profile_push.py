@@ -27,7 +27,7 @@ from services.common import auth
 from services.common.eventlog import EventLog
 from services.common.grpcserver import start_server
 from services.common.logs import configure_logging
-from services.ingest import gitrepo
+from services.ingest import gitobjects, gitrepo, quarantine
 from services.ingest.api import add_to_server
 from services.ingest.app import Ingest
 from services.ingest.gitrepo import HostedRepo
@@ -66,11 +66,12 @@ def timed(name, fn):
 
 def instrument() -> None:
     """Timers around ingest's git subprocesses and push phases (whichever of them this version has)."""
-    gitrepo.run_git = timed(lambda git_dir, *args, **kw: f"server git {args[0]}", gitrepo.run_git)
+    for module in (gitobjects, gitrepo):  # Objects' git runs and HostedRepo's own (commit-tree)
+        module.run_git = timed(lambda git_dir, *args, **kw: f"server git {args[0]}", module.run_git)
     for name in ("_push", "_check_writer", "_check", "_record", "_sync_git_ref", "rules_at_tag"):
         if hasattr(Ingest, name):
             setattr(Ingest, name, timed(f"server Ingest.{name}", getattr(Ingest, name)))
-    for cls, name in ((gitrepo.Quarantine, "migrate"), (gitrepo.Quarantine, "unbundle"), (EventLog, "append")):
+    for cls, name in ((quarantine.Quarantine, "migrate"), (quarantine.Quarantine, "unbundle"), (EventLog, "append")):
         if hasattr(cls, name):
             setattr(cls, name, timed(f"server {cls.__name__}.{name}", getattr(cls, name)))
 

@@ -24,10 +24,11 @@ from services.common.setaside import SetAside
 from services.ingest import domain, store
 from services.ingest.domain import Actor, Refusal
 from services.ingest.gitrefs import GitRefFollower
-from services.ingest.gitrepo import HostedRepo, UnbundleError
+from services.ingest.gitrepo import HostedRepo
 from services.ingest.issues import Issues
 from services.ingest.members import Members
 from services.ingest.pulls import PullRequests, recorded_paths
+from services.ingest.quarantine import UnbundleError
 
 DEFAULT_MAX_BUNDLE_BYTES = limits.MAX_BUNDLE_BYTES
 

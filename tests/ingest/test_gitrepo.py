@@ -4,7 +4,8 @@ import subprocess
 
 import pytest
 
-from services.ingest.gitrepo import REPACK_AFTER_PACKS, HostedRepo, MergeConflict, UnbundleError
+from services.ingest.gitrepo import REPACK_AFTER_PACKS, HostedRepo, MergeConflict
+from services.ingest.quarantine import UnbundleError
 from tests.ingest.gitwork import WorkClone
 
 
