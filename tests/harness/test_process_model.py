@@ -1,3 +1,5 @@
+# One file past 500 lines: each test is one attack on the process model (a route in tests/harness/attacks and the
+# verdict it must get); they share those routes and the record below of what each beat before the split.
 """The judge apart from the judged (issue 13): attacks that beat a harness sharing its process with route code, and
 routes that break their process, each judged through the candidate process.
 

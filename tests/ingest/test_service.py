@@ -1,3 +1,5 @@
+# One file past 500 lines: every test runs against the module's one ingest over gRPC, real git and PostgreSQL (its
+# fixture starts it once); the ways in and the refusals of each capability are read side by side.
 """The ingest service over gRPC against real git, PostgreSQL and the event log: every allowed and refused path."""
 
 import asyncio
