@@ -164,7 +164,8 @@ def run_check(
     shared_scans = [scan for rel, scan in scans.items() if rel not in problem_files]
     own_scans = {pid: ([scans[f"{pid}.py"]] if f"{pid}.py" in scans else []) + shared_scans for pid in problem_ids}
     submitted = [pid for pid in problem_ids if (route_dir / f"{pid}.py").is_file()]
-    # Said before, not after: a problem the card cannot hold is not judged, and not started (README, "The memory plan").
+    # Said before, not after: a problem the card cannot hold is not judged, and not started (docs/verifier-harness.md,
+    # "The memory plan").
     budget = memory.budget_from_env() if memory_budget is None else memory_budget
     ctx.needs, not_judged = memory.plan(submitted, shapes, torch_device, budget)
     for reason in not_judged.values():
@@ -195,8 +196,9 @@ def run_check(
     problem_phases = {}
     try:
         # Where the device times the references, the candidate loads its interpreter and torch meanwhile, but starts
-        # neither CUDA nor route code before every reference is built with secret parameters and timed (README, "The
-        # process model"). The CPU profile's timer is the host's, which that start-up would share: it starts after.
+        # neither CUDA nor route code before every reference is built with secret parameters and timed
+        # (docs/verifier-harness.md, "The process model"). The CPU profile's timer is the host's, which that start-up
+        # would share: it starts after.
         needed = any(skip_static or not any(scan.violations for scan in own_scans[pid]) for pid in submitted)
         if needed and kit.profile == "gpu":
             candidates.start_early()

@@ -105,7 +105,7 @@ class GpuKit:
         context back on the GPU. Switching compute contexts costs the H200 about 0.13 ms (event records alone do not
         switch), and inside the timed call that switch delays the start event past the call's launch: the events then
         miss the launch the reference pays, while the synchronize-bounded wall counts the switch
-        (the harness README, step 8; bench/harness/class5_probe.py measured it)."""
+        (docs/verifier-harness.md, step 8; bench/harness/class5_probe.py measured it)."""
         self._switch_in.fill_(0.0)
         self.sync()
 
