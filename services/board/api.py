@@ -9,8 +9,8 @@ from kernelboard.v1 import board_pb2, board_pb2_grpc, events_pb2
 from contracts import access, names
 from contracts.refusals import clip, conflict, invalid, not_found, precondition
 from services.board import standing
-from services.board.projection import SET_STATUSES
 from services.board.projector import Projector, UnknownBoard
+from services.board.state import SET_STATUSES
 from services.common import metrics
 from services.common.auth import current_principal
 from services.common.eventlog import ConcurrencyConflict, NewEvent

@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterable
 
 from services.board import projection
-from services.board.projection import Board, Card, Entry, RouteInfo, RouteOnBoard, State
+from services.board.state import Board, Card, Entry, RouteInfo, RouteOnBoard, State
 
 
 class StaleProjection(ValueError):

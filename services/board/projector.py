@@ -18,7 +18,7 @@ from kernelboard.v1 import board_pb2, events_pb2
 
 from contracts.refusals import Refusal
 from services.board import projection, standing, store, views
-from services.board.projection import State
+from services.board.state import State
 from services.common import metrics
 from services.common.logs import get_logger
 from services.common.setaside import SetAside

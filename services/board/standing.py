@@ -10,16 +10,14 @@ from typing import NamedTuple
 
 from kernelboard.v1 import events_pb2
 
-from services.board.projection import (
+from services.board.projection import AT_WORK_WITHIN_NS, DISQUALIFIED, QUIET_AFTER_NS
+from services.board.state import (
     ACTIVE,
-    AT_WORK_WITHIN_NS,
     COUNTED,
-    DISQUALIFIED,
     NOT_ACCEPTED,
     NOT_FINITE,
     NOT_VERIFIED,
     QUIET,
-    QUIET_AFTER_NS,
     Board,
     Entry,
     Record,

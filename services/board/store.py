@@ -1,7 +1,7 @@
 """PostgreSQL adapter: the projection's rows and its checkpoint (migrations/0400), always written together."""
 
 from services.board import codec
-from services.board.projection import State
+from services.board.state import State
 
 
 async def load(conn) -> State | None:

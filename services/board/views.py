@@ -4,7 +4,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from kernelboard.v1 import board_pb2, events_pb2
 
 from services.board import standing
-from services.board.projection import Board, Entry, State
+from services.board.state import Board, Entry, State
 
 HISTORY_SHOWN = 100  # history entries per board in a route's view, the latest
 
