@@ -3,6 +3,8 @@ runners' partition, three at once on three nodes, the node and Slurm's cost in t
 (scancel, node DOWN) runs the check again elsewhere and it lands once; a dispatcher that died finds its jobs again;
 each fault ends in a clear state."""
 
+import os
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -18,7 +20,7 @@ from services.verifier.intake import Intake
 from tests.runners.runs import approve, check, dispatcher, drive, finished, jobs_named, push, worker_config
 from tests.verifier.conftest import REPO, approve_rules, metrics_script, project_rules, rules_with_checks
 
-pytestmark = [pytest.mark.slurm, pytest.mark.timeout(320)]
+pytestmark = [pytest.mark.slurm, pytest.mark.timeout(330)]
 
 
 async def test_three_runners_run_three_checks_at_once(log, queue, repo, home, slurm_conf):
@@ -213,3 +215,28 @@ def test_dispatching_without_a_cluster_named_refuses_to_start(home):
         pytest.skip("this machine has a default slurm.conf")
     with pytest.raises(ValueError, match="needs the cluster's slurm.conf: set SLURM_CONF"):
         DispatchConfig.from_env(Settings(home=home), {})
+
+
+async def test_a_runner_whose_slurmd_dies_loses_its_check_to_another(log, queue, repo, home, slurm_conf):
+    """slurmd killed under a running check: Slurm marks the node DOWN (SlurmdTimeout, about a minute here) and the
+    job NODE_FAIL; the check runs again on another node. up.sh brings the slurmd back."""
+    state = Path(slurm_conf).parents[1]  # $KB_HOME/slurm
+    rules_sha = await approve(log, queue, repo, metrics_script("sleep 60"), time_limit_s=120)
+    [check_id] = await push(log, queue, repo, rules_sha)
+    dispatch = dispatcher(queue, home, slurm_conf, poll_s=2)
+    killed = []
+
+    async def kill_its_slurmd(_):
+        row = await queue.get(check_id)
+        if not killed and row.state == "running" and row.runner_node:
+            killed.append(row.runner_node)
+            os.kill(int((state / "run" / f"slurmd-{row.runner_node}.pid").read_text()), signal.SIGTERM)
+
+    try:
+        await drive(dispatch, lambda: finished(queue, [check_id]), 280, during=kill_its_slurmd)
+    finally:
+        env = {**os.environ, "KB_HOME": str(state.parent)}
+        subprocess.run(["bash", str(REPO / "deploy/local/slurm/up.sh")], env=env, capture_output=True, check=False)
+    row = await queue.get(check_id)
+    assert killed and row.state == "passed" and row.result.attempts == 2, list(row.result.reasons)
+    assert row.result.verifier_host not in killed
