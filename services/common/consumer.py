@@ -160,15 +160,22 @@ class Consumer:
         self._stopping.set()
 
     async def _fetch_unless_stopped(self, subscription) -> list[Msg]:
-        """The next batch; an empty one when stop() comes first (an unacked fetched message is redelivered)."""
+        """The next batch; an empty one when stop() comes first (an unacked fetched message is redelivered).
+
+        The fetch never outlives this call, even when the consumer is cancelled: left pending, it would see the
+        connection close under it, and nats-py answers that with ConnectionClosedError, which nobody would read."""
         fetch = asyncio.ensure_future(subscription.fetch(self.batch_size, timeout=self.fetch_timeout_s))
         stopped = asyncio.ensure_future(self._stopping.wait())
-        await asyncio.wait({fetch, stopped}, return_when=asyncio.FIRST_COMPLETED)
-        stopped.cancel()
-        if not fetch.done():
-            fetch.cancel()
-            return []
-        return fetch.result()
+        try:
+            await asyncio.wait({fetch, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopped.cancel()
+            if not fetch.done():
+                fetch.cancel()
+                await asyncio.wait({fetch})  # ends cancelled while the connection is still open
+                if not fetch.cancelled():
+                    fetch.exception()  # read, so its end is not reported as lost; its messages are redelivered
+        return [] if fetch.cancelled() else fetch.result()
 
     async def handle_messages(self, messages: Sequence[Msg]) -> None:
         """Applies a fetched batch (effects + checkpoint in one transaction), then acks it."""

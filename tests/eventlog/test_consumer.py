@@ -2,6 +2,7 @@
 
 import asyncio
 import collections
+import gc
 import secrets
 
 import pytest
@@ -291,3 +292,25 @@ async def test_a_failing_handler_in_a_batch_leaves_the_others_applied_once(log, 
     [letter] = await log.read_stream(f"deadletter:{name}")
     assert letter.event_dead_lettered.event_id == bad.event_id and letter.event_dead_lettered.attempts == 1
     assert dead_letters(name) == 1
+
+
+async def test_a_consumer_cancelled_mid_fetch_leaves_no_failed_task_behind(log, settings):
+    # A service's shutdown cancels its consumer while a fetch waits on a quiet bus: the connection then closes under
+    # that fetch, and nats-py answers with ConnectionClosedError, which a task nobody awaits logs as an error later.
+    loop = asyncio.get_running_loop()
+    reported = []
+    previous = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _loop, context: reported.append(context["message"]))
+    try:
+        consumer = Consumer(consumer_name(), log, settings, recording_handler("unused"), fetch_timeout_s=30)
+        task = asyncio.create_task(consumer.run())
+        await asyncio.wait_for(consumer.ready.wait(), 10)
+        await asyncio.sleep(0.5)  # the fetch waits on the bus
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await asyncio.sleep(0.5)
+        gc.collect()
+    finally:
+        loop.set_exception_handler(previous)
+    assert reported == []
