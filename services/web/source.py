@@ -47,13 +47,16 @@ def read_token(path: Path) -> str:
     return token
 
 
-class BoardSource:
-    """GetBoard, ListBoards, GetRoute and WatchBoard on one channel, each call signed in with the web's token."""
+class _SignedIn:
+    """One channel to a service whose every call is signed in with the web's token, bounded by CALL_TIMEOUT_S and
+    counted in UPSTREAM_ERRORS when it fails."""
+
+    stub_type: type
 
     def __init__(self, address: str, token: str):
         self.address = address
         self._channel = grpc.aio.insecure_channel(address)
-        self._stub = board_pb2_grpc.BoardStub(self._channel)
+        self._stub = self.stub_type(self._channel)
         self._metadata = (("authorization", f"Bearer {token}"),)
 
     async def close(self) -> None:
@@ -65,6 +68,12 @@ class BoardSource:
         except grpc.aio.AioRpcError as err:
             UPSTREAM_ERRORS.labels(method, err.code().name).inc()
             raise
+
+
+class BoardSource(_SignedIn):
+    """GetBoard, ListBoards, GetRoute and WatchBoard on one channel, each call signed in with the web's token."""
+
+    stub_type = board_pb2_grpc.BoardStub
 
     async def board(self, version: int) -> board_pb2.BoardView:
         return await self._call("GetBoard", board_pb2.GetBoardRequest(version=version))
@@ -106,24 +115,10 @@ class BoardSource:
 THREAD_PAGE = 50  # issues and comments per page, as ingest pages them
 
 
-class ThreadSource:
+class ThreadSource(_SignedIn):
     """Ingest's GetIssue, ListIssues, GetPullRequest, ListPullRequests and ListComments, signed in as system:web."""
 
-    def __init__(self, address: str, token: str):
-        self.address = address
-        self._channel = grpc.aio.insecure_channel(address)
-        self._stub = ingest_pb2_grpc.IngestStub(self._channel)
-        self._metadata = (("authorization", f"Bearer {token}"),)
-
-    async def close(self) -> None:
-        await self._channel.close()
-
-    async def _call(self, method: str, request):
-        try:
-            return await getattr(self._stub, method)(request, metadata=self._metadata, timeout=CALL_TIMEOUT_S)
-        except grpc.aio.AioRpcError as err:
-            UPSTREAM_ERRORS.labels(method, err.code().name).inc()
-            raise
+    stub_type = ingest_pb2_grpc.IngestStub
 
     async def issues(self, state: str, page_token: str) -> ingest_pb2.ListIssuesReply:
         request = ingest_pb2.ListIssuesRequest(state=state, page_size=THREAD_PAGE, page_token=page_token)
