@@ -12,6 +12,7 @@ OUT="${OUT:?set OUT}"
 OLD="${OLD:-../old}"
 CARRY="${CARRY:-../carry}"
 log="$OUT/isolation.log"
+start_all=$(date +%s)
 {
     date -u
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
@@ -20,18 +21,8 @@ log="$OUT/isolation.log"
 } >"$log" 2>&1
 
 . bench/harness/gpu_prepare.sh "$log"
+. bench/harness/gpu_steps.sh
 
-step() { # step NAME LIMIT_S COMMAND...: run it, log it, record its exit code and wall time
-    local name=$1 limit=$2
-    shift 2
-    echo "== $name: $*" >>"$log"
-    local start rc
-    start=$(date +%s.%N)
-    timeout "$limit" "$@" >>"$log" 2>&1
-    rc=$?
-    printf "%-10s rc=%-3s wall_s=%s\n" "$name" "$rc" "$(python3 -c "print(round($(date +%s.%N) - $start, 1))")" |
-        tee -a "$OUT/summary.txt"
-}
 
 step before 200 bash -c "cd '$OLD' && python3 -m services.verifier.harness kernels/triton --metrics '$OUT/before.json' --shapes full"
 step direct 150 python3 -m services.verifier.harness kernels/triton --metrics "$OUT/direct.json" --shapes full

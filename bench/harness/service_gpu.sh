@@ -27,23 +27,12 @@ log="$OUT/gpu.log"
 } >"$log" 2>&1
 
 . bench/harness/gpu_prepare.sh "$log"
+. bench/harness/gpu_steps.sh
 
 # GPU memory of the whole card every second: the judge ran out of it at rms_norm in the first attempt.
 nvidia-smi --query-gpu=timestamp,memory.used,utilization.gpu --format=csv,noheader -l 1 >"$OUT/gpumem.csv" 2>&1 &
 smi=$!
 
-step() { # step NAME LIMIT_S COMMAND...: run it, log it, record its exit code and wall time
-    local name=$1 limit=$2
-    shift 2
-    echo "== $name (limit ${limit}s, at $(($(date +%s) - start_all))s): $*" >>"$log"
-    local start rc
-    start=$(date +%s.%N)
-    timeout "$limit" "$@" >>"$log" 2>&1
-    rc=$?
-    printf "%-10s rc=%-3s wall_s=%s\n" "$name" "$rc" "$(python3 -c "print(round($(date +%s.%N) - $start, 1))")" |
-        tee -a "$OUT/summary.txt"
-}
-left() { echo $((BUDGET - ($(date +%s) - start_all))); }
 
 for run in 1 2; do
     limit=$(($(left) - 10))

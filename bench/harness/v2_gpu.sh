@@ -21,18 +21,7 @@ log="$OUT/gpu.log"
     nproc
 } >"$log" 2>&1
 . bench/harness/gpu_prepare.sh "$log"
-left() { echo $((BUDGET - ($(date +%s) - start_all))); }
-step() { # step NAME LIMIT_S COMMAND...
-    local name=$1 limit=$2
-    shift 2
-    echo "== $name (limit ${limit}s, at $(($(date +%s) - start_all))s): $*" >>"$log"
-    local start rc
-    start=$(date +%s.%N)
-    timeout "$limit" "$@" >>"$log" 2>&1
-    rc=$?
-    printf "%-10s rc=%-3s wall_s=%s\n" "$name" "$rc" "$(python3 -c "print(round($(date +%s.%N) - $start, 1))")" |
-        tee -a "$OUT/summary.txt"
-}
+. bench/harness/gpu_steps.sh
 if [ "$PROBE" = 1 ]; then
     step probe 150 python3 bench/harness/gate_probe.py --out "$OUT/probe" --passes 2 --runs 100
 fi
