@@ -63,21 +63,30 @@ def error_sums(value: torch.Tensor, oracle: torch.Tensor) -> tuple[float, float]
     return num, den
 
 
-def received(header: dict, payload, expected: torch.Tensor, candidate, details: dict):
-    """The candidate's output as a tensor on the judge's device, or a fault naming what is wrong with it; the time
-    taken copying it out of the output region adds to ``details``' output_copy_s."""
+def header_fault(header: dict, expected: torch.Tensor) -> str | None:
+    """What the answer's header says is wrong with the output it describes (not a plain tensor, or not the
+    reference's shape, dtype and device), or None."""
     meta = header.get("output") or {}
     if not meta.get("plain"):
-        return None, (
+        return (
             f"class 6 (patching the harness): candidate returned {str(meta.get('type'))[:60]}, not a plain torch.Tensor"
         )
     dtype = str(expected.dtype).removeprefix("torch.")
     shape, device = list(expected.shape), expected.device.type
     if meta.get("dtype") != dtype or meta.get("shape") != shape or meta.get("device") != device:
-        return None, (
+        return (
             f"class 2 (partial work or wrong result): output is {tuple(meta.get('shape') or ())} "
             f"{meta.get('dtype')} on {meta.get('device')}, the reference's {tuple(shape)} {dtype} on {device}"
         )
+    return None
+
+
+def received(header: dict, payload, expected: torch.Tensor, candidate, details: dict):
+    """The candidate's output as a tensor on the judge's device, or a fault naming what is wrong with it; the time
+    taken copying it out of the output region adds to ``details``' output_copy_s."""
+    fault = header_fault(header, expected)
+    if fault is not None:
+        return None, fault
     nbytes = expected.numel() * expected.element_size()
     if nbytes == 0:
         return torch.empty_like(expected), None

@@ -78,6 +78,7 @@ class Judge:
     ):
         self.ctx = ctx
         self.triton_kernels = set(triton_kernels)  # the route's own kernels, by the static pass (the census's)
+        self.reference_ops: OpRecorder | None = None  # the reference's ops, recorded by the correctness calls
         self.ref = ref
         self.id = ref.problem_id
         self.problem = ref.problem
@@ -153,6 +154,7 @@ class Judge:
             if fault is not None:
                 raise Broken(self.explain_mismatch(fault, out, earlier, seed, True))
             self.check_ops(header, reference_ops)
+            self.reference_ops = reference_ops  # what every timed call's ops are judged against (gated.py)
             fail_if_a_test_says_so(self.id)
             earlier.append(fingerprint(out))
             del inputs, expected, out
