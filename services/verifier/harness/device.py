@@ -216,9 +216,6 @@ class CpuKit:
     def reset_persisting(self):
         pass
 
-    def take_device(self):
-        pass
-
     def time_one(self, run):
         t0 = integrity.perf_counter()
         with torch.no_grad():
