@@ -13,6 +13,9 @@ import hypothesis  # noqa: F401
 
 from tests.missing import MISSING_SERVICE, skip_reason
 
+# The Slurm tests' fixture (slurm_conf), for every folder that has them: tests/scheduler, tests/runners.
+pytest_plugins = ["tests.support.slurm"]
+
 
 def pytest_terminal_summary(terminalreporter):
     """Every test skipped because a service is missing (tests/missing.py), by name and grouped by reason: "tests

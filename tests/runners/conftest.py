@@ -2,7 +2,6 @@
 partition on the real local Slurm (deploy/local/slurm/up.sh: the nodes runner1..3, AllowAccounts kb-runners). The
 Slurm tests are skipped where SLURM_CONF is unset, except in CI, where they must run."""
 
-import os
 import shutil
 import tempfile
 import uuid
@@ -15,25 +14,13 @@ from services.common.eventlog import EventLog
 from services.verifier import domain
 from services.verifier.domain import CheckItem
 from services.verifier.queue import CheckQueue
-from tests.missing import missing_service
 from tests.support.databases import database_fixture
+from tests.support.slurm import skip_without_slurm
 from tests.verifier.conftest import HostedRepo
 
 
 def pytest_collection_modifyitems(config, items):
-    if os.environ.get("SLURM_CONF") or os.environ.get("CI"):
-        return
-    skip = pytest.mark.skip(reason=missing_service("Slurm", "no SLURM_CONF: `make up` writes it to .state/stack.env"))
-    for item in items:
-        if "slurm" in item.keywords:
-            item.add_marker(skip)
-
-
-@pytest.fixture(scope="session")
-def slurm_conf() -> str:
-    conf = os.environ.get("SLURM_CONF")
-    assert conf, "SLURM_CONF must be set: in CI the Slurm tests must run (deploy/local/slurm/up.sh prints it)"
-    return conf
+    skip_without_slurm(items)
 
 
 database_url = database_fixture("runners", scope="function")

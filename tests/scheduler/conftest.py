@@ -27,27 +27,14 @@ from services.ingest.api import add_to_server
 from services.ingest.app import Ingest
 from services.ingest.gitrepo import HostedRepo
 from services.ingest.seed import seed
-from tests.missing import missing_service
 from tests.support.databases import create_database, drop_database
+from tests.support.slurm import skip_without_slurm
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def pytest_collection_modifyitems(config, items):
-    if os.environ.get("SLURM_CONF") or os.environ.get("CI"):
-        return
-    how = "no SLURM_CONF: `make up` writes it to .state/stack.env, which `make test` reads"
-    skip = pytest.mark.skip(reason=missing_service("Slurm", how))
-    for item in items:
-        if "slurm" in item.keywords:
-            item.add_marker(skip)
-
-
-@pytest.fixture(scope="session")
-def slurm_conf() -> str:
-    conf = os.environ.get("SLURM_CONF")
-    assert conf, "SLURM_CONF must be set: in CI the Slurm tests must run (deploy/local/slurm/up.sh prints it)"
-    return conf
+    skip_without_slurm(items)
 
 
 def free_port() -> int:
